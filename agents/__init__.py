@@ -1,0 +1,5 @@
+"""Device agents: one `DeviceAgent` per platform (host, android, ios).
+
+Only code under `agents/` imports the platform libraries (adb_shell, pymobiledevice3);
+the controller talks to agents through `agents.base` and `agents.registry`.
+"""

@@ -1,0 +1,122 @@
+"""The interface between the controller and a platform, and the values that cross it.
+
+A `DeviceAgent` serves every unit of one platform attached to this host. The controller
+calls, per job: `prepare` (push what the job needs, cached by hash), `run` (load, first
+inference, warm-up, timed runs, profiled pass, outputs), and between jobs `health`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from farm.targets import Target
+
+DEFAULT_WARMUP_RUNS = 5
+DEFAULT_TIMED_RUNS = 50
+DEFAULT_JOB_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class DeviceUnit:
+    """One attached device: `profile` names its `device_profiles/` entry."""
+
+    profile: str
+    serial: str
+    platform: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.profile}:{self.serial}"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a job asks a unit to do. `artifact` is a file or a `.mlpackage` directory."""
+
+    artifact: Path
+    artifact_sha256: str
+    target: Target
+    inputs: dict[str, np.ndarray]
+    warmup: int = DEFAULT_WARMUP_RUNS
+    runs: int = DEFAULT_TIMED_RUNS
+    profile_ops: bool = True
+    intra_op_threads: int | None = None
+    timeout_s: float = DEFAULT_JOB_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class OpTiming:
+    """One node of the profiled pass, as the device reported it."""
+
+    name: str
+    op_type: str
+    provider: str
+    mean_us: float
+    calls: int = 1
+
+
+@dataclass(frozen=True)
+class Thermal:
+    """A device's thermal reading; `status` is the platform's own word (e.g. `nominal`)."""
+
+    status: str
+    temperatures_c: dict[str, float] = field(default_factory=dict)
+    battery_pct: float | None = None
+
+
+@dataclass
+class DeviceRun:
+    """What a unit measured. Times are in milliseconds, memory in bytes."""
+
+    load_ms: float
+    first_inference_ms: float
+    samples_ms: list[float]
+    outputs: dict[str, np.ndarray]
+    ops: list[OpTiming] = field(default_factory=list)
+    #: node name -> execution provider / compute device, where the runtime tells
+    placement: dict[str, str] = field(default_factory=dict)
+    peak_memory_bytes: int | None = None
+    thermal_before: Thermal | None = None
+    thermal_after: Thermal | None = None
+    runner: str = ""
+    #: the raw per-op trace (Chrome trace events) for reports and traces
+    trace_events: list[dict[str, object]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Health:
+    up: bool
+    thermal: Thermal | None = None
+    reason: str = ""
+
+
+class DeviceAgent(ABC):
+    """One platform's way of finding units and running jobs on them."""
+
+    platform: ClassVar[str]
+
+    @abstractmethod
+    def discover(self) -> list[DeviceUnit]:
+        """The units attached now. Never raises for "none attached": returns []."""
+
+    @abstractmethod
+    def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:
+        """Push the artifact and inputs to the unit (skipped when already there)."""
+
+    @abstractmethod
+    def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        """Run the job and bring its measurements and outputs back."""
+
+    @abstractmethod
+    def health(self, unit: DeviceUnit) -> Health:
+        """Whether the unit is reachable, and its thermal state."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections. Agents without any keep the default."""
