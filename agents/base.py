@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from farm.profiles import DeviceProfile
 from farm.targets import Target
 
 DEFAULT_WARMUP_RUNS = 5
@@ -91,6 +92,23 @@ class DeviceRun:
 
 
 @dataclass(frozen=True)
+class AgentSettings:
+    """How agents find their units; built at the CLI edge (from `FARM_*` and flags)."""
+
+    profiles: dict[str, DeviceProfile] = field(default_factory=dict)
+    #: `host:port` of Android units reached over TCP (wireless debugging, Linux boards)
+    adb_tcp_addresses: tuple[str, ...] = ()
+    #: scan USB for Android units (needs libusb and permissions)
+    adb_usb: bool = False
+    #: the RSA key adb uses; generated on first use when missing
+    adb_key_path: Path | None = None
+    #: per-call timeout for device I/O
+    io_timeout_s: float = 30.0
+    #: platform-specific settings that have no field yet, e.g. an iOS runner bundle id
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Health:
     up: bool
     thermal: Thermal | None = None
@@ -101,6 +119,9 @@ class DeviceAgent(ABC):
     """One platform's way of finding units and running jobs on them."""
 
     platform: ClassVar[str]
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.settings = settings
 
     @abstractmethod
     def discover(self) -> list[DeviceUnit]:
