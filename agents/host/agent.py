@@ -1,0 +1,125 @@
+"""The host as a device: ONNX Runtime on this machine, measured for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.base import DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
+from agents.host.memory import PeakMemory
+from farm.analysis.ort_profile import node_events, op_timings
+from farm.errors import DeviceError, UsageError
+
+#: profiled runs are separate from the timed ones: profiling itself costs time per node
+DEFAULT_PROFILED_RUNS = 10
+NS_PER_MS = 1e6
+
+
+def _providers_here() -> list[str]:
+    import onnxruntime as ort
+
+    return list(ort.get_available_providers())
+
+
+class HostAgent(DeviceAgent):
+    platform = "host"
+
+    def discover(self) -> list[DeviceUnit]:
+        import onnxruntime as ort
+
+        serial = socket.gethostname()
+        props = {"device": "cpu", "onnxruntime": ort.__version__, "cpus": str(os.cpu_count() or 0)}
+        units = [DeviceUnit(profile="host-cpu", serial=serial, platform=self.platform, properties=props)]
+        if "CUDAExecutionProvider" in _providers_here() and "host-cuda" in self.settings.profiles:
+            units.append(
+                DeviceUnit("host-cuda", serial, self.platform, {**props, "device": "cuda"})
+            )
+        return units
+
+    def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:
+        if not request.artifact.exists():
+            raise DeviceError(f"{unit.name}: artifact {request.artifact} is missing from the store")
+
+    def health(self, unit: DeviceUnit) -> Health:
+        return Health(up=True)
+
+    def _options(self, request: RunRequest, profile_dir: Path | None) -> Any:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if request.intra_op_threads:
+            options.intra_op_num_threads = request.intra_op_threads
+        if profile_dir is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(profile_dir / "profile")
+        return options
+
+    def _session(self, request: RunRequest, profile_dir: Path | None = None) -> Any:
+        import onnxruntime as ort
+
+        providers = request.target.ort_providers()
+        if providers[0] not in _providers_here():
+            raise UsageError(f"{request.target} needs {providers[0]}, which this host's onnxruntime lacks")
+        try:
+            return ort.InferenceSession(
+                str(request.artifact), self._options(request, profile_dir), providers=providers
+            )
+        except Exception as exc:
+            raise DeviceError(f"onnxruntime could not load the model: {str(exc).splitlines()[0]}") from None
+
+    def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        if request.target.runtime != "ort":
+            raise UsageError(f"{unit.profile} runs ONNX Runtime targets only, not {request.target}")
+        names: list[str]
+        with PeakMemory() as peak:
+            start = time.perf_counter_ns()
+            session = self._session(request)
+            load_ns = time.perf_counter_ns() - start
+            names = [o.name for o in session.get_outputs()]
+            start = time.perf_counter_ns()
+            first = session.run(names, request.inputs)
+            first_ns = time.perf_counter_ns() - start
+            for _ in range(request.warmup):
+                session.run(names, request.inputs)
+            samples: list[float] = []
+            for _ in range(request.runs):
+                start = time.perf_counter_ns()
+                session.run(names, request.inputs)
+                samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
+        del session
+        run = DeviceRun(
+            load_ms=load_ns / NS_PER_MS,
+            first_inference_ms=first_ns / NS_PER_MS,
+            samples_ms=samples,
+            outputs={n: np.asarray(v) for n, v in zip(names, first, strict=True)},
+            peak_memory_bytes=peak.bytes,
+            runner=f"onnxruntime-python {self._ort_version()}",
+        )
+        if request.profile_ops:
+            self._profile(request, names, run)
+        return run
+
+    def _profile(self, request: RunRequest, names: list[str], run: DeviceRun) -> None:
+        with tempfile.TemporaryDirectory(prefix="farm-profile-") as tmp:
+            session = self._session(request, Path(tmp))
+            for _ in range(max(1, min(request.runs, DEFAULT_PROFILED_RUNS))):
+                session.run(names, request.inputs)
+            events: list[dict[str, Any]] = json.loads(Path(session.end_profiling()).read_text())
+        run.ops = op_timings(events)
+        run.placement = {op.name: op.provider for op in run.ops}
+        run.trace_events = [dict(e) for e in node_events(events)]
+
+    @staticmethod
+    def _ort_version() -> str:
+        import onnxruntime as ort
+
+        return str(ort.__version__)

@@ -1,0 +1,82 @@
+"""The CLI edge: the one place that reads `FARM_*` environment variables and turns errors
+into one line on stderr and an exit code."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from agents.base import AgentSettings
+from farm.config import FarmHome, default_home
+from farm.errors import FarmError
+from farm.profiles import DEFAULT_PROFILES_DIR, DeviceProfile, load_profiles
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class CliState:
+    debug: bool = False
+    home_dir: Path | None = None
+    profiles_dir: Path | None = None
+
+    @property
+    def home(self) -> FarmHome:
+        return FarmHome(self.home_dir or Path(os.environ.get("FARM_HOME") or default_home()))
+
+    def profiles(self) -> dict[str, DeviceProfile]:
+        directory = self.profiles_dir or Path(os.environ.get("FARM_PROFILES_DIR") or DEFAULT_PROFILES_DIR)
+        return load_profiles(directory)
+
+    def agent_settings(self, profiles: dict[str, DeviceProfile], adb: tuple[str, ...] = ()) -> AgentSettings:
+        env_adb = tuple(a for a in os.environ.get("FARM_ADB_DEVICES", "").split(",") if a.strip())
+        key = os.environ.get("FARM_ADB_KEY")
+        extra = {k[len("FARM_AGENT_"):].lower(): v for k, v in os.environ.items() if k.startswith("FARM_AGENT_")}
+        return AgentSettings(
+            profiles=profiles,
+            adb_tcp_addresses=tuple(adb) + env_adb,
+            adb_usb=os.environ.get("FARM_ADB_USB", "") == "1",
+            adb_key_path=Path(key) if key else None,
+            extra=extra,
+        )
+
+
+def fail(message: str, code: int, hint: str = "") -> None:
+    line = f"farm: error: {message}"
+    if hint:
+        line += f" (hint: {hint})"
+    click.echo(line, err=True)
+    sys.exit(code)
+
+
+def handles_errors(func: F) -> F:
+    """FarmError -> `farm: error: ...` on one line, its exit code; anything else -> exit 70."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        state = click.get_current_context().find_object(CliState) or CliState()
+        try:
+            return func(*args, **kwargs)
+        except FarmError as exc:
+            if state.debug:
+                traceback.print_exc()
+            fail(exc.message, exc.exit_code, exc.hint)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except (click.ClickException, click.exceptions.Exit, SystemExit):
+            raise
+        except Exception as exc:
+            if state.debug:
+                traceback.print_exc()
+            fail(f"internal error: {type(exc).__name__}: {exc}", 70, "rerun with --debug and report it")
+        return None
+
+    return wrapper  # type: ignore[return-value]

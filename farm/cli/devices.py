@@ -1,0 +1,77 @@
+"""`farm devices`: the profiles this farm knows, and the units attached to this host now."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from farm.cli.context import CliState, handles_errors
+from farm.errors import FarmError
+
+
+def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Discovery runs in this process: listing units needs no Ray."""
+    from agents.registry import AGENTS, agent_class
+
+    profiles = state.profiles()
+    settings = state.agent_settings(profiles, adb)
+    units: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for platform in AGENTS:
+        try:
+            agent = agent_class(platform)(settings)
+            try:
+                found = agent.discover()
+            finally:
+                agent.close()
+        except FarmError as exc:
+            problems.append(f"{platform}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+            continue
+        for unit in found:
+            units.append({"profile": unit.profile, "serial": unit.serial, "platform": unit.platform,
+                          "properties": unit.properties})
+    return units, problems
+
+
+@click.command()
+@click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.pass_obj
+@handles_errors
+def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
+    """List device profiles and the units discovered now."""
+    profiles = state.profiles()
+    units, problems = _discover(state, adb)
+    if as_json:
+        document = {
+            "profiles": [
+                {"name": p.name, "display_name": p.display_name, "platform": p.platform, "soc": p.soc,
+                 "accelerators": list(p.accelerators), "targets": [t.name for t in p.targets],
+                 "attached": sum(1 for u in units if u["profile"] == p.name)}
+                for p in profiles.values()
+            ],
+            "units": units,
+            "problems": problems,
+        }
+        sys.stdout.write(json.dumps(document) + "\n")
+        return
+    console = Console()
+    table = Table(title="Device profiles", title_justify="left")
+    for column in ("profile", "platform", "SoC", "targets", "attached"):
+        table.add_column(column)
+    for p in profiles.values():
+        attached = [u["serial"] for u in units if u["profile"] == p.name]
+        table.add_row(p.name, p.platform, p.soc, ", ".join(t.name for t in p.targets),
+                      ", ".join(attached) if attached else "[dim]none[/dim]")
+    console.print(table)
+    unknown = [u for u in units if u["profile"] not in profiles]
+    for unit in unknown:
+        console.print(f"[yellow]unit {unit['serial']} ({unit['platform']}) matches no profile[/yellow]: "
+                      f"{unit['properties'].get('hint', 'write one in device_profiles/')}")
+    for problem in problems:
+        console.print(f"[dim]{problem}[/dim]")

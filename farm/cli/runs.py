@@ -1,0 +1,76 @@
+"""`farm runs` and `farm show RUN_ID`: what the store holds."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from farm.cli.context import CliState, handles_errors
+from farm.errors import UsageError
+from farm.store import ResultsStore
+
+
+def _store(state: CliState) -> ResultsStore:
+    path = state.home.store_path
+    if not path.exists():
+        raise UsageError(f"no results store at {path} yet", hint="run `farm submit` first")
+    return ResultsStore(path)
+
+
+def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
+    row = store.run(store.resolve_run_id(run_id))
+    document = dict(row.document)
+    document.update(status=row.status, created_at=row.created_at, finished_at=row.finished_at,
+                    jobs=store.jobs(row.run_id))
+    return document
+
+
+@click.command()
+@click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.pass_obj
+@handles_errors
+def runs(state: CliState, limit: int, as_json: bool) -> None:
+    """List stored runs, newest first."""
+    with _store(state) as store:
+        rows = store.runs(limit=limit)
+        listing = [
+            {"run_id": r.run_id, "created_at": r.created_at, "finished_at": r.finished_at, "kind": r.kind,
+             "suite": r.suite, "status": r.status, "model": r.document.get("model", {}).get("name"),
+             "jobs": store.job_counts(r.run_id)}
+            for r in rows
+        ]
+    if as_json:
+        sys.stdout.write(json.dumps({"runs": listing}) + "\n")
+        return
+    table = Table(title="Runs", title_justify="left")
+    for column in ("run", "when (UTC)", "kind", "model", "status", "jobs ok/failed"):
+        table.add_column(column)
+    for r in listing:
+        table.add_row(r["run_id"], time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"])), r["kind"],
+                      str(r["model"] or r["suite"] or "-"), r["status"],
+                      f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}")
+    Console().print(table)
+
+
+@click.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.pass_obj
+@handles_errors
+def show(state: CliState, run_id: str, as_json: bool) -> None:
+    """Show one stored run (an id or a unique prefix of one)."""
+    from farm.reports.terminal import print_run
+
+    with _store(state) as store:
+        document = load_run(store, run_id)
+    if as_json:
+        sys.stdout.write(json.dumps(document) + "\n")
+    else:
+        print_run(document)

@@ -1,0 +1,106 @@
+"""`farm submit MODEL --devices ...`"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from farm.analysis.numeric import Tolerance
+from farm.cli.context import CliState, handles_errors
+from farm.cli.output import json_default
+from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.errors import UsageError
+from farm.inputs import parse_shapes
+from farm.targets import parse_targets
+
+
+class StderrProgress:
+    """Progress on stderr, so stdout stays the report (or the one JSON document)."""
+
+    def __init__(self) -> None:
+        self.console = Console(stderr=True)
+        self.total = 0
+        self.done = 0
+
+    def stage(self, text: str) -> None:
+        self.console.print(f"[dim]{text}...[/dim]")
+
+    def jobs_started(self, total: int) -> None:
+        self.total = total
+        self.console.print(f"[dim]running {total} job(s)[/dim]")
+
+    def job_finished(self, job: dict[str, Any]) -> None:
+        self.done += 1
+        if job["status"] == "ok":
+            status = f"[green]ok[/green] p50 {job['latency_ms']['p50']:.3f} ms"
+        else:
+            status = f"[red]failed[/red]: {job.get('error')}"
+        self.console.print(f"[{self.done}/{self.total}] {job['device']} {job['target']}: {status}")
+
+
+def _tolerance(text: str | None) -> Tolerance | None:
+    if not text:
+        return None
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() not in ("snr_db_min", "cosine_min"):
+            raise UsageError(f"--tolerance {part!r}: use snr_db_min=DB,cosine_min=X")
+        try:
+            values[key.strip()] = float(value)
+        except ValueError:
+            raise UsageError(f"--tolerance {part!r}: {value!r} is not a number") from None
+    return Tolerance(values.get("snr_db_min", 30.0), values.get("cosine_min", 0.999))
+
+
+@click.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--devices", "-d", default="host-cpu", show_default=True,
+              help="Profiles (pixel8), units (pixel8:SERIAL), comma-separated.")
+@click.option("--targets", "-t", help="Narrow the profiles' targets, e.g. ort/cpu,coreml/ane.")
+@click.option("--runs", "-n", type=int, default=DEFAULT_TIMED_RUNS, show_default=True, help="Timed runs.")
+@click.option("--warmup", type=int, default=DEFAULT_WARMUP_RUNS, show_default=True, help="Untimed warm-up runs.")
+@click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
+@click.option("--inputs", "inputs_npz", type=click.Path(path_type=Path), help=".npz of input arrays by name.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of generated inputs.")
+@click.option("--threads", type=int, help="ONNX Runtime intra-op threads on host devices.")
+@click.option("--tolerance", help="Reference tolerance: snr_db_min=DB,cosine_min=X (default per target).")
+@click.option("--no-profile", is_flag=True, help="Skip the profiled pass (no per-op table).")
+@click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
+@click.option("--address", help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray).")
+@click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.pass_obj
+@handles_errors
+def submit(state: CliState, model: Path, devices: str, targets: str | None, runs: int, warmup: int,
+           shapes: tuple[str, ...], inputs_npz: Path | None, seed: int, threads: int | None,
+           tolerance: str | None, no_profile: bool, coreml_precision: str, address: str | None,
+           adb: tuple[str, ...], as_json: bool) -> None:
+    """Compile MODEL per target, run it on the devices, and report."""
+    from farm.controller.cluster import ClusterConfig
+    from farm.controller.pipeline import SubmitRequest, submit as run_submit
+    from farm.reports.terminal import print_run
+
+    request = SubmitRequest(
+        model_path=model, devices=devices, targets=parse_targets(targets), runs=runs, warmup=warmup,
+        shapes=parse_shapes(shapes), inputs_npz=inputs_npz, seed=seed, tolerance=_tolerance(tolerance),
+        intra_op_threads=threads, profile_ops=not no_profile, coreml_precision=coreml_precision,
+    )
+    profiles = state.profiles()
+    document = run_submit(
+        request, home=state.home, profiles=profiles, settings=state.agent_settings(profiles, adb),
+        cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
+        progress=StderrProgress(),
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(document, default=json_default) + "\n")
+    else:
+        print_run(document)
+    if any(job["status"] != "ok" for job in document["jobs"]):
+        sys.exit(1)

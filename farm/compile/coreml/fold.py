@@ -1,0 +1,133 @@
+"""Constant folding on the ONNX graph, before lowering.
+
+Exporters leave whole subgraphs that compute shapes and indices from constants
+(Shape -> Gather -> Unsqueeze -> Concat -> Reshape). Folding them here keeps
+them out of the ML Program and out of the unsupported-op list: an op inside
+such a subgraph (Mod, Range, ConstantOfShape, ...) never reaches the device.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from farm.compile.coreml.onnx_graph import Dim, TensorInfo, default_opset, graph_inputs, graph_outputs
+
+#: ops whose output is not a function of their inputs: never folded
+_NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"}
+)
+
+
+@dataclass
+class FoldedGraph:
+    """The graph that is left to lower, with every tensor known before run time."""
+
+    nodes: list[onnx.NodeProto]
+    constants: dict[str, np.ndarray]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    opset: int
+    #: static or symbolic shapes ONNX shape inference found, by tensor name
+    shapes: dict[str, tuple[Dim, ...]] = field(default_factory=dict)
+    #: op type -> how many nodes folding removed
+    folded: Counter[str] = field(default_factory=Counter)
+
+
+def fold_constants(model: onnx.ModelProto) -> FoldedGraph:
+    opset = default_opset(model)
+    shapes = _inferred_shapes(model)
+    constants: dict[str, np.ndarray] = {
+        init.name: numpy_helper.to_array(init) for init in model.graph.initializer
+    }
+    remaining: list[onnx.NodeProto] = []
+    folded: Counter[str] = Counter()
+    for node in model.graph.node:
+        values = _try_fold(node, constants, shapes, opset)
+        if values is None:
+            remaining.append(node)
+            continue
+        folded[node.op_type] += 1
+        for name, value in zip(node.output, values, strict=False):
+            if name:
+                constants[name] = value
+    used = {name for node in remaining for name in node.input} | {o.name for o in model.graph.output}
+    return FoldedGraph(
+        nodes=remaining,
+        constants={name: value for name, value in constants.items() if name in used},
+        inputs=graph_inputs(model),
+        outputs=graph_outputs(model),
+        opset=opset,
+        shapes=shapes,
+        folded=folded,
+    )
+
+
+def _try_fold(
+    node: onnx.NodeProto,
+    constants: dict[str, np.ndarray],
+    shapes: dict[str, tuple[Dim, ...]],
+    opset: int,
+) -> list[np.ndarray] | None:
+    if node.domain not in ("", "ai.onnx") or node.op_type in _NONDETERMINISTIC:
+        return None
+    if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in node.attribute):
+        return None
+    if node.op_type in ("Shape", "Size"):
+        return _fold_shape(node, shapes)
+    if not all(name == "" or name in constants for name in node.input):
+        return None
+    feeds = {name: constants[name] for name in node.input if name}
+    try:
+        return [np.asarray(v) for v in _evaluate(node, feeds, opset)]
+    except Exception:
+        # Anything the reference evaluator cannot run stays a node: lowering decides then.
+        return None
+
+
+def _fold_shape(node: onnx.NodeProto, shapes: dict[str, tuple[Dim, ...]]) -> list[np.ndarray] | None:
+    shape = shapes.get(node.input[0])
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    dims = np.array(shape, dtype=np.int64)
+    if node.op_type == "Size":
+        return [np.array(int(np.prod(dims)), dtype=np.int64)]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    start = int(attrs.get("start", 0))
+    end = attrs.get("end")
+    return [dims[start : None if end is None else int(end)]]
+
+
+def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int) -> list[np.ndarray]:
+    graph = helper.make_graph(
+        [node],
+        "fold",
+        [helper.make_empty_tensor_value_info(name) for name in feeds],
+        [helper.make_empty_tensor_value_info(name) for name in node.output if name],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return list(ReferenceEvaluator(model).run(None, feeds))
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[Dim, ...]]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:
+        # Shape inference is a help for folding, not a requirement: lowering infers its own.
+        inferred = model
+    shapes: dict[str, tuple[Dim, ...]] = {}
+    graph = inferred.graph
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        tensor_type = vi.type.tensor_type
+        if not tensor_type.HasField("shape"):
+            continue
+        dims: list[Dim] = []
+        for dim in tensor_type.shape.dim:
+            dims.append(int(dim.dim_value) if dim.HasField("dim_value") else (dim.dim_param or "?"))
+        shapes[vi.name] = tuple(dims)
+    return shapes

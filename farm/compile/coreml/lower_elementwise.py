@@ -1,0 +1,211 @@
+"""ONNX elementwise ops (activations, arithmetic, comparisons, Cast, Where) -> MIL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from farm.compile.coreml.lowering import MIL_DTYPES, LowerFn, Lowering, NotLowerable
+
+
+def _unary(mil_op: str) -> LowerFn:
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        return [getattr(lw.mb, mil_op)(x=lw.var(node.input[0]), name=lw.name(node))]
+
+    lower.__name__ = f"lower_{mil_op}"
+    return lower
+
+
+def binary_operands(lw: Lowering, a_name: str, b_name: str) -> tuple[Any, Any]:
+    """Both operands of a binary op in one dtype: a constant takes the dtype of the Var beside it."""
+    a, b = lw.value(a_name), lw.value(b_name)
+    if isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
+        a = a.astype(lw.types.nptype_from_builtin(b.dtype))
+    elif isinstance(b, np.ndarray) and not isinstance(a, np.ndarray):
+        b = b.astype(lw.types.nptype_from_builtin(a.dtype))
+    return a, b
+
+
+def _binary(mil_op: str, int_op: str | None = None) -> LowerFn:
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        a, b = binary_operands(lw, node.input[0], node.input[1])
+        op = mil_op
+        if int_op is not None and lw.dtype_of(node.input[0]).startswith(("int", "uint")):
+            op = int_op
+        return [getattr(lw.mb, op)(x=a, y=b, name=lw.name(node))]
+
+    lower.__name__ = f"lower_{mil_op}"
+    return lower
+
+
+def _variadic(mil_op: str) -> LowerFn:
+    """Max/Min/Sum with any number of inputs: a chain of binary ops."""
+
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        names = [n for n in node.input if n]
+        if len(names) == 1:
+            return [lw.mb.identity(x=lw.var(names[0]), name=lw.name(node))]
+        result = lw.var(names[0])
+        for i, name in enumerate(names[1:], start=2):
+            final = i == len(names)
+            other = lw.value(name)
+            if isinstance(other, np.ndarray):
+                other = other.astype(lw.types.nptype_from_builtin(result.dtype))
+            result = getattr(lw.mb, mil_op)(x=result, y=other, **({"name": lw.name(node)} if final else {}))
+        return [result]
+
+    lower.__name__ = f"lower_{mil_op}_variadic"
+    return lower
+
+
+def lower_pow(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    base = lw.var(node.input[0])
+    exponent = lw.const(node.input[1])
+    if exponent is not None:
+        exp_value = exponent.astype(lw.types.nptype_from_builtin(base.dtype))
+        if exp_value.size == 1 and float(exp_value) == 2.0:
+            # x*x is exact where pow goes through exp/log on some backends
+            return [lw.mb.mul(x=base, y=base, name=lw.name(node))]
+        return [lw.mb.pow(x=base, y=exp_value, name=lw.name(node))]
+    exp_var = lw.var(node.input[1])
+    if exp_var.dtype != base.dtype:
+        exp_var = lw.mb.cast(x=exp_var, dtype=lw.types.builtin_to_string(base.dtype))
+    return [lw.mb.pow(x=base, y=exp_var, name=lw.name(node))]
+
+
+def lower_relu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    return [lw.mb.relu(x=lw.var(node.input[0]), name=lw.name(node))]
+
+
+def lower_leaky_relu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    alpha = float(lw.attrs(node).get("alpha", 0.01))
+    return [lw.mb.leaky_relu(x=lw.var(node.input[0]), alpha=alpha, name=lw.name(node))]
+
+
+def lower_clip(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    attrs = lw.attrs(node)
+    low = lw.require_const(node, 1, "Clip min") if lw.has(node, 1) else attrs.get("min")
+    high = lw.require_const(node, 2, "Clip max") if lw.has(node, 2) else attrs.get("max")
+    np_type = lw.types.nptype_from_builtin(x.dtype)
+    if low is not None and high is not None and np.issubdtype(np_type, np.floating):
+        lo, hi = float(np.asarray(low)), float(np.asarray(high))
+        if lo == 0.0 and hi == 6.0:
+            return [lw.mb.relu6(x=x, name=lw.name(node))]
+        return [lw.mb.clip(x=x, alpha=np_type(lo), beta=np_type(hi), name=lw.name(node))]
+    result = x
+    if low is not None:
+        last = high is None
+        kwargs = {"name": lw.name(node)} if last else {}
+        result = lw.mb.maximum(x=result, y=np.asarray(low, dtype=np_type), **kwargs)
+    if high is not None:
+        result = lw.mb.minimum(x=result, y=np.asarray(high, dtype=np_type), name=lw.name(node))
+    if result is x:
+        result = lw.mb.identity(x=x, name=lw.name(node))
+    return [result]
+
+
+def lower_gelu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    approximate = lw.attrs(node).get("approximate", "none")
+    mode = "TANH_APPROXIMATION" if approximate == "tanh" else "EXACT"
+    return [lw.mb.gelu(x=lw.var(node.input[0]), mode=mode, name=lw.name(node))]
+
+
+def lower_softmax(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    axis = int(lw.attrs(node).get("axis", -1))
+    return [lw.mb.softmax(x=lw.var(node.input[0]), axis=axis, name=lw.name(node))]
+
+
+def lower_reciprocal(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    return [lw.mb.inverse(x=lw.var(node.input[0]), name=lw.name(node))]
+
+
+def lower_neg(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    minus_one = np.array(-1, dtype=lw.types.nptype_from_builtin(x.dtype))
+    return [lw.mb.mul(x=x, y=minus_one, name=lw.name(node))]
+
+
+def lower_hard_sigmoid(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    alpha, beta = float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5))
+    return [lw.mb.sigmoid_hard(x=lw.var(node.input[0]), alpha=alpha, beta=beta, name=lw.name(node))]
+
+
+def lower_hard_swish(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    gate = lw.mb.sigmoid_hard(x=x, alpha=1.0 / 6.0, beta=0.5)
+    return [lw.mb.mul(x=x, y=gate, name=lw.name(node))]
+
+
+def lower_identity(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # Identity and inference-mode Dropout: the tensor itself (a mask output is not supported).
+    if len(node.output) > 1 and node.output[1]:
+        raise NotLowerable("the Dropout mask output is not supported")
+    return [lw.value(node.input[0])]
+
+
+def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    to = int(lw.attrs(node)["to"])
+    if to not in MIL_DTYPES:
+        raise NotLowerable(f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to)} is not supported")
+    dtype = MIL_DTYPES[to]
+    if lw.dtype_of(node.input[0]) == dtype:
+        return [lw.value(node.input[0])]
+    return [lw.mb.cast(x=lw.var(node.input[0]), dtype=dtype, name=lw.name(node))]
+
+
+def lower_where(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    a, b = binary_operands(lw, node.input[1], node.input[2])
+    return [lw.mb.select(cond=lw.var(node.input[0]), a=a, b=b, name=lw.name(node))]
+
+
+def lower_erf(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    return [lw.mb.erf(x=lw.var(node.input[0]), name=lw.name(node))]
+
+
+
+ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
+    "Relu": lower_relu,
+    "LeakyRelu": lower_leaky_relu,
+    "Clip": lower_clip,
+    "Sigmoid": _unary("sigmoid"),
+    "Tanh": _unary("tanh"),
+    "Gelu": lower_gelu,
+    "Erf": lower_erf,
+    "Softmax": lower_softmax,
+    "Sqrt": _unary("sqrt"),
+    "Exp": _unary("exp"),
+    "Log": _unary("log"),
+    "Abs": _unary("abs"),
+    "Floor": _unary("floor"),
+    "Ceil": _unary("ceil"),
+    "Not": _unary("logical_not"),
+    "Softplus": _unary("softplus"),
+    "Reciprocal": lower_reciprocal,
+    "Neg": lower_neg,
+    "HardSigmoid": lower_hard_sigmoid,
+    "HardSwish": lower_hard_swish,
+    "Add": _binary("add"),
+    "Sub": _binary("sub"),
+    "Mul": _binary("mul"),
+    "Div": _binary("real_div", int_op="floor_div"),
+    "Pow": lower_pow,
+    "Equal": _binary("equal"),
+    "Less": _binary("less"),
+    "LessOrEqual": _binary("less_equal"),
+    "Greater": _binary("greater"),
+    "GreaterOrEqual": _binary("greater_equal"),
+    "And": _binary("logical_and"),
+    "Or": _binary("logical_or"),
+    "Max": _variadic("maximum"),
+    "Min": _variadic("minimum"),
+    "Sum": _variadic("add"),
+    "Identity": lower_identity,
+    "Dropout": lower_identity,
+    "Cast": lower_cast,
+    "Where": lower_where,
+}

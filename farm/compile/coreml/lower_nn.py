@@ -1,0 +1,300 @@
+"""ONNX neural-network ops (convolution, normalisation, pooling, dense, resize) -> MIL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+
+
+def conv_padding(attrs: dict[str, Any], spatial: int) -> tuple[str, list[int]]:
+    """ONNX auto_pad/pads -> MIL pad_type and pad ([begin, end] per spatial dim, interleaved)."""
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad == "VALID":
+        return "valid", [0] * (2 * spatial)
+    if auto_pad == "SAME_UPPER":
+        return "same", [0] * (2 * spatial)
+    if auto_pad == "SAME_LOWER":
+        return "same_lower", [0] * (2 * spatial)
+    pads = [int(p) for p in attrs.get("pads", [0] * (2 * spatial))]
+    return "custom", [v for i in range(spatial) for v in (pads[i], pads[i + spatial])]
+
+
+def lower_conv(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    weight = lw.const(node.input[1])
+    if weight is None:
+        raise NotLowerable("Conv weights must be constants")
+    spatial = weight.ndim - 2
+    pad_type, pad = conv_padding(attrs, spatial)
+    kwargs: dict[str, Any] = {}
+    if lw.has(node, 2):
+        kwargs["bias"] = lw.require_const(node, 2, "Conv bias")
+    return [
+        lw.mb.conv(
+            x=lw.var(node.input[0]),
+            weight=weight,
+            strides=list(attrs.get("strides", [1] * spatial)),
+            pad_type=pad_type,
+            pad=pad,
+            dilations=list(attrs.get("dilations", [1] * spatial)),
+            groups=int(attrs.get("group", 1)),
+            name=lw.name(node),
+            **kwargs,
+        )
+    ]
+
+
+def lower_conv_transpose(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    weight = lw.const(node.input[1])
+    if weight is None:
+        raise NotLowerable("ConvTranspose weights must be constants")
+    spatial = weight.ndim - 2
+    kernel = list(weight.shape[2:])
+    strides = [int(s) for s in attrs.get("strides", [1] * spatial)]
+    dilations = [int(d) for d in attrs.get("dilations", [1] * spatial)]
+    out_pad = [int(p) for p in attrs.get("output_padding", [0] * spatial)]
+    begin, end = _conv_transpose_pads(lw, node, attrs, kernel, strides, dilations, out_pad)
+    x = lw.var(node.input[0])
+    bias = lw.require_const(node, 2, "ConvTranspose bias") if lw.has(node, 2) else None
+    # CoreML has no output_padding: crop less at the end, or pad zeros there when there is nothing to crop.
+    crop_end = [e - p for e, p in zip(end, out_pad, strict=True)]
+    extra = [max(0, -c) for c in crop_end]
+    common = {
+        "x": x,
+        "weight": weight,
+        "strides": strides,
+        "pad_type": "custom",
+        "pad": [v for i in range(spatial) for v in (begin[i], max(0, crop_end[i]))],
+        "dilations": dilations,
+        "groups": int(attrs.get("group", 1)),
+    }
+    if not any(extra):
+        kwargs = {"bias": bias} if bias is not None else {}
+        return [lw.mb.conv_transpose(name=lw.name(node), **common, **kwargs)]
+    y = lw.mb.conv_transpose(**common)
+    rank = spatial + 2
+    pads = [0] * (2 * rank)
+    for i, e in enumerate(extra):
+        pads[2 * (i + 2) + 1] = e
+    y = lw.mb.pad(x=y, pad=np.array(pads, np.int32), mode="constant", constant_val=0.0)
+    if bias is None:
+        return [lw.mb.identity(x=y, name=lw.name(node))]
+    bias_shape = [-1] + [1] * spatial
+    return [lw.mb.add(x=y, y=bias.reshape(bias_shape).astype(np.float32), name=lw.name(node))]
+
+
+def _conv_transpose_pads(
+    lw: Lowering,
+    node: onnx.NodeProto,
+    attrs: dict[str, Any],
+    kernel: list[int],
+    strides: list[int],
+    dilations: list[int],
+    out_pad: list[int],
+) -> tuple[list[int], list[int]]:
+    spatial = len(kernel)
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    output_shape = attrs.get("output_shape")
+    if output_shape is None and auto_pad in ("NOTSET", "VALID"):
+        pads = [int(p) for p in attrs.get("pads", [0] * (2 * spatial))]
+        if auto_pad == "VALID":
+            pads = [0] * (2 * spatial)
+        return pads[:spatial], pads[spatial:]
+    in_dims = lw.static_dims(node.input[0])[2:]
+    if any(d is None for d in in_dims):
+        raise NotLowerable("ConvTranspose with output_shape or SAME padding needs static spatial input dims")
+    sizes = [int(d) for d in in_dims if d is not None]
+    targets = list(output_shape)[-spatial:] if output_shape is not None else [s * st for s, st in zip(sizes, strides)]
+    begin, end = [], []
+    for i in range(spatial):
+        total = strides[i] * (sizes[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - int(targets[i])
+        total = max(total, 0)
+        small, large = total // 2, total - total // 2
+        if auto_pad == "SAME_LOWER":
+            begin.append(large)
+            end.append(small)
+        else:
+            begin.append(small)
+            end.append(large)
+    return begin, end
+
+
+def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    if int(attrs.get("training_mode", 0)):
+        raise NotLowerable("training-mode BatchNormalization is not supported")
+    scale, bias, mean, var = (lw.require_const(node, i, "BatchNormalization parameters") for i in range(1, 5))
+    epsilon = float(attrs.get("epsilon", 1e-5))
+    x = lw.var(node.input[0])
+    if len(x.shape) in (3, 4, 5):
+        return [
+            lw.mb.batch_norm(
+                x=x, mean=mean, variance=var, gamma=scale, beta=bias, epsilon=np.float32(epsilon), name=lw.name(node)
+            )
+        ]
+    factor = (scale / np.sqrt(var + epsilon)).astype(np.float32)
+    shift = (bias - mean * factor).astype(np.float32)
+    trailing = [1] * (len(x.shape) - 2)
+    y = lw.mb.mul(x=x, y=factor.reshape([-1, *trailing]))
+    return [lw.mb.add(x=y, y=shift.reshape([-1, *trailing]), name=lw.name(node))]
+
+
+def _pool(mil_op: str) -> LowerFn:
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        attrs = lw.attrs(node)
+        if len(node.output) > 1 and node.output[1]:
+            raise NotLowerable("the MaxPool Indices output is not supported")
+        if any(int(d) != 1 for d in attrs.get("dilations", [])):
+            raise NotLowerable("dilated pooling is not supported")
+        kernel = [int(k) for k in attrs["kernel_shape"]]
+        spatial = len(kernel)
+        pad_type, pad = conv_padding(attrs, spatial)
+        kwargs: dict[str, Any] = {}
+        if mil_op == "avg_pool":
+            kwargs["exclude_padding_from_average"] = not int(attrs.get("count_include_pad", 0))
+        return [
+            getattr(lw.mb, mil_op)(
+                x=lw.var(node.input[0]),
+                kernel_sizes=kernel,
+                strides=list(attrs.get("strides", [1] * spatial)),
+                pad_type=pad_type,
+                pad=pad,
+                ceil_mode=bool(attrs.get("ceil_mode", 0)),
+                name=lw.name(node),
+                **kwargs,
+            )
+        ]
+
+    lower.__name__ = f"lower_{mil_op}"
+    return lower
+
+
+def _global_pool(mil_op: str) -> LowerFn:
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        axes = list(range(2, lw.rank(node.input[0])))
+        return [getattr(lw.mb, mil_op)(x=lw.var(node.input[0]), axes=axes, keep_dims=True, name=lw.name(node))]
+
+    lower.__name__ = f"lower_global_{mil_op}"
+    return lower
+
+
+def lower_layer_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    if any(node.output[1:]):
+        raise NotLowerable("the Mean/InvStdDev outputs of LayerNormalization are not supported")
+    attrs = lw.attrs(node)
+    x = lw.var(node.input[0])
+    rank = len(x.shape)
+    axis = int(attrs.get("axis", -1)) % rank
+    axes = list(range(axis, rank))
+    epsilon = np.float32(attrs.get("epsilon", 1e-5))
+    normalized = [d for d in x.shape[axis:]]
+    scale, bias = lw.const(node.input[1]), lw.const(node.input[2]) if lw.has(node, 2) else None
+    static = all(isinstance(d, (int, np.integer)) for d in normalized)
+    if scale is not None and static and (bias is not None or not lw.has(node, 2)):
+        gamma = np.broadcast_to(scale, normalized).astype(np.float32)
+        kwargs = {"beta": np.broadcast_to(bias, normalized).astype(np.float32)} if bias is not None else {}
+        return [lw.mb.layer_norm(x=x, axes=axes, gamma=gamma, epsilon=epsilon, name=lw.name(node), **kwargs)]
+    y = lw.mb.layer_norm(x=x, axes=axes, epsilon=epsilon)
+    y = lw.mb.mul(x=y, y=lw.var(node.input[1]), **({} if lw.has(node, 2) else {"name": lw.name(node)}))
+    if lw.has(node, 2):
+        y = lw.mb.add(x=y, y=lw.var(node.input[2]), name=lw.name(node))
+    return [y]
+
+
+def lower_matmul(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    return [lw.mb.matmul(x=lw.var(node.input[0]), y=lw.var(node.input[1]), name=lw.name(node))]
+
+
+def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    trans_a, trans_b = bool(attrs.get("transA", 0)), bool(attrs.get("transB", 0))
+    b = lw.const(node.input[1])
+    c = lw.const(node.input[2]) if lw.has(node, 2) else None
+    if b is not None and not trans_a and (c is not None or not lw.has(node, 2)):
+        weight = (b if trans_b else b.T) * np.float32(alpha)
+        kwargs: dict[str, Any] = {}
+        if c is not None:
+            kwargs["bias"] = np.broadcast_to(c * np.float32(beta), (weight.shape[0],)).astype(np.float32)
+        return [lw.mb.linear(x=lw.var(node.input[0]), weight=weight.astype(np.float32), name=lw.name(node), **kwargs)]
+    y = lw.mb.matmul(x=lw.var(node.input[0]), y=lw.var(node.input[1]), transpose_x=trans_a, transpose_y=trans_b)
+    if alpha != 1.0:
+        y = lw.mb.mul(x=y, y=np.float32(alpha))
+    if not lw.has(node, 2):
+        return [lw.mb.identity(x=y, name=lw.name(node))]
+    c_var = lw.var(node.input[2])
+    if beta != 1.0:
+        c_var = lw.mb.mul(x=c_var, y=np.float32(beta))
+    return [lw.mb.add(x=y, y=c_var, name=lw.name(node))]
+
+
+def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    x = lw.var(node.input[0])
+    if len(x.shape) != 4:
+        raise NotLowerable("only 4-D (NCHW) Resize is supported")
+    factors = _resize_factors(lw, node)
+    mode = attrs.get("mode", "nearest")
+    coords = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if mode == "nearest":
+        nearest = attrs.get("nearest_mode", "round_prefer_floor")
+        floor_like = (coords == "asymmetric" and nearest == "floor") or (
+            coords in ("half_pixel", "pytorch_half_pixel") and nearest.startswith("round_prefer")
+        )
+        if not floor_like or any(f != int(f) for f in factors):
+            raise NotLowerable(f"nearest Resize with {coords}/{nearest} and scales {factors}: only integer upsampling")
+        return [
+            lw.mb.upsample_nearest_neighbor(
+                x=x, scale_factor_height=int(factors[0]), scale_factor_width=int(factors[1]), name=lw.name(node)
+            )
+        ]
+    if mode != "linear":
+        raise NotLowerable(f"Resize mode {mode!r} is not supported")
+    if coords not in ("align_corners", "half_pixel", "pytorch_half_pixel", "asymmetric"):
+        raise NotLowerable(f"linear Resize with coordinate_transformation_mode {coords!r} is not supported")
+    return [
+        lw.mb.upsample_bilinear(
+            x=x,
+            scale_factor_height=float(factors[0]),
+            scale_factor_width=float(factors[1]),
+            align_corners=coords == "align_corners",
+            half_pixel_centers=coords in ("half_pixel", "pytorch_half_pixel"),
+            name=lw.name(node),
+        )
+    ]
+
+
+def _resize_factors(lw: Lowering, node: onnx.NodeProto) -> list[float]:
+    scales = lw.const(node.input[2]) if lw.has(node, 2) else None
+    if scales is not None and scales.size:
+        values = [float(s) for s in scales]
+    else:
+        sizes = lw.require_const(node, 3, "Resize sizes (or scales)")
+        dims = lw.static_dims(node.input[0])
+        if dims[2] is None or dims[3] is None:
+            raise NotLowerable("Resize by sizes needs static spatial input dims")
+        values = [1.0, 1.0, float(sizes[-2]) / dims[2], float(sizes[-1]) / dims[3]]
+    if len(values) != 4 or values[0] != 1.0 or values[1] != 1.0:
+        raise NotLowerable("Resize may scale only the two spatial axes")
+    return values[2:]
+
+
+NN_LOWERINGS: dict[str, LowerFn] = {
+    "Conv": lower_conv,
+    "ConvTranspose": lower_conv_transpose,
+    "BatchNormalization": lower_batch_norm,
+    "MaxPool": _pool("max_pool"),
+    "AveragePool": _pool("avg_pool"),
+    "GlobalAveragePool": _global_pool("reduce_mean"),
+    "GlobalMaxPool": _global_pool("reduce_max"),
+    "LayerNormalization": lower_layer_norm,
+    "MatMul": lower_matmul,
+    "Gemm": lower_gemm,
+    "Resize": lower_resize,
+}

@@ -1,0 +1,191 @@
+"""The state one ONNX -> MIL lowering carries, and the loop that walks the graph.
+
+Each ONNX op has one small function (in lower_*.py, gathered in table.py) that
+reads its node through a `Lowering` and returns one value per node output. A
+value is a MIL `Var`, or a numpy array where the value is known before run time
+(weights, shapes, axes): ops that need constants (Reshape's shape, Slice's
+starts) read them as arrays, and arrays become MIL consts where an op needs a Var.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from farm.compile.coreml.fold import FoldedGraph
+from farm.compile.coreml.onnx_graph import as_mil_array, node_attrs, node_label
+
+
+class NotLowerable(Exception):
+    """An op this lowering has no MIL form for (or not with these attributes)."""
+
+
+#: ONNX tensor type -> MIL dtype name; ML Programs hold no 64-bit tensors
+MIL_DTYPES: dict[int, str] = {
+    TensorProto.FLOAT: "fp32",
+    TensorProto.DOUBLE: "fp32",
+    TensorProto.FLOAT16: "fp16",
+    TensorProto.INT64: "int32",
+    TensorProto.INT32: "int32",
+    TensorProto.INT16: "int32",
+    TensorProto.INT8: "int32",
+    TensorProto.UINT8: "int32",
+    TensorProto.BOOL: "bool",
+}
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
+
+
+def mil_name(onnx_name: str) -> str:
+    """A MIL-safe name for an ONNX tensor name (which may hold '.', ':', '/')."""
+    name = _NAME_CHARS.sub("_", onnx_name) or "t"
+    return f"t_{name}" if name[0].isdigit() else name
+
+
+@dataclass
+class Lowering:
+    """What a lowering function sees: the MIL builder and the values of the graph so far."""
+
+    mb: Any
+    types: Any
+    opset: int
+    values: dict[str, Any] = field(default_factory=dict)
+    _names: set[str] = field(default_factory=set)
+
+    # -- reading a node ------------------------------------------------------------------
+    def has(self, node: onnx.NodeProto, index: int) -> bool:
+        return len(node.input) > index and node.input[index] != ""
+
+    def value(self, name: str) -> Any:
+        if name not in self.values:
+            raise NotLowerable(f"input {name!r} is not produced by any earlier node")
+        return self.values[name]
+
+    def var(self, name: str) -> Any:
+        """The input as a MIL Var (a const op for known values)."""
+        value = self.value(name)
+        if isinstance(value, np.ndarray):
+            return self.mb.const(val=value)
+        return value
+
+    def const(self, name: str) -> np.ndarray | None:
+        """The input's value if it is known before run time, else None."""
+        value = self.value(name)
+        if isinstance(value, np.ndarray):
+            return value
+        known = getattr(value, "val", None)
+        return None if known is None else np.asarray(known)
+
+    def require_const(self, node: onnx.NodeProto, index: int, what: str) -> np.ndarray:
+        value = self.const(node.input[index]) if self.has(node, index) else None
+        if value is None:
+            raise NotLowerable(f"{what} must be a constant")
+        return value
+
+    def shape(self, name: str) -> tuple[Any, ...]:
+        value = self.value(name)
+        return tuple(value.shape)
+
+    def rank(self, name: str) -> int:
+        return len(self.shape(name))
+
+    def static_dims(self, name: str) -> list[int | None]:
+        return [d if isinstance(d, (int, np.integer)) else None for d in self.shape(name)]
+
+    def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
+        return node_attrs(node)
+
+    # -- naming the outputs --------------------------------------------------------------
+    def name(self, node: onnx.NodeProto, index: int = 0) -> str:
+        """A unique MIL name for the node's output `index`, after the ONNX tensor name."""
+        base = mil_name(node.output[index] if len(node.output) > index else node_label(node))
+        name, n = base, 1
+        while name in self._names:
+            name, n = f"{base}_{n}", n + 1
+        self._names.add(name)
+        return name
+
+    def reserve(self, name: str) -> None:
+        self._names.add(name)
+
+    def dtype_of(self, name: str) -> str:
+        """MIL dtype name of an input value ('fp32', 'int32', 'bool', ...)."""
+        value = self.value(name)
+        if isinstance(value, np.ndarray):
+            return str(self.types.builtin_to_string(self.types.numpy_type_to_builtin_type(value.dtype)))
+        return str(self.types.builtin_to_string(value.dtype))
+
+
+LowerFn = Callable[[Lowering, onnx.NodeProto], Sequence[Any]]
+
+
+@dataclass
+class LoweredProgram:
+    program: Any
+    #: ONNX output name -> MIL output var name, in graph output order
+    output_names: dict[str, str]
+    #: ONNX input name -> MIL input name
+    input_names: dict[str, str]
+
+
+def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: Any) -> LoweredProgram:
+    """Lower every node of `graph` with `table`; raises NotLowerable naming the first node that fails."""
+    from coremltools.converters.mil import Builder as mb
+    from coremltools.converters.mil.mil import Function, Program, get_new_symbol, types
+
+    placeholders: dict[str, Any] = {}
+    input_names: dict[str, str] = {}
+    symbols: dict[str, Any] = {}
+    for info in graph.inputs:
+        if info.elem_type not in MIL_DTYPES:
+            raise NotLowerable(f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take")
+        shape = [d if isinstance(d, int) else symbols.setdefault(d, get_new_symbol()) for d in info.shape]
+        name = mil_name(info.name)
+        input_names[info.name] = name
+        dtype = types.string_to_builtin(MIL_DTYPES[info.elem_type])
+        placeholders[name] = mb.placeholder(shape=shape, dtype=dtype)
+
+    program = Program()
+    with Function(placeholders, opset_version=opset_version) as function:
+        lw = Lowering(mb=mb, types=types, opset=graph.opset)
+        for onnx_name, name in input_names.items():
+            lw.values[onnx_name] = function.inputs[name]
+            lw.reserve(name)
+        for const_name, value in graph.constants.items():
+            lw.values[const_name] = as_mil_array(value)
+        for node in graph.nodes:
+            lower = table.get(node.op_type)
+            if lower is None or node.domain not in ("", "ai.onnx"):
+                raise NotLowerable(f"{node.op_type} ({node_label(node)}): no lowering for this op")
+            try:
+                results = lower(lw, node)
+            except NotLowerable as exc:
+                raise NotLowerable(f"{node.op_type} ({node_label(node)}): {exc}") from exc
+            for out_name, result in zip(node.output, results, strict=False):
+                if out_name:
+                    lw.values[out_name] = as_mil_array(result) if isinstance(result, np.ndarray) else result
+        outputs, output_names = _graph_outputs(lw, graph, set(placeholders.values()))
+        function.set_outputs(outputs)
+    program.add_function("main", function)
+    return LoweredProgram(program=program, output_names=output_names, input_names=input_names)
+
+
+def _graph_outputs(lw: Lowering, graph: FoldedGraph, placeholders: set[Any]) -> tuple[list[Any], dict[str, str]]:
+    outputs: list[Any] = []
+    names: dict[str, str] = {}
+    for info in graph.outputs:
+        value = lw.value(info.name)
+        name = mil_name(info.name)
+        # A MIL function output must be a distinct op output with the output's name.
+        if isinstance(value, np.ndarray) or value in outputs or value.name != name or value in placeholders:
+            lw.reserve(name + "__")
+            value = lw.mb.identity(x=lw.var(info.name), name=name)
+        outputs.append(value)
+        names[info.name] = value.name
+    return outputs, names

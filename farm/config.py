@@ -1,0 +1,48 @@
+"""Where the farm keeps its files, and the defaults of a job.
+
+Values here are plain; the CLI reads `FARM_*` environment variables and passes them in.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_WARMUP_RUNS = 5
+DEFAULT_TIMED_RUNS = 50
+DEFAULT_SEED = 0
+
+
+def default_home() -> Path:
+    """The user's cache dir (XDG), as a default only: `FARM_HOME` overrides it at the CLI."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "farm"
+
+
+@dataclass(frozen=True)
+class FarmHome:
+    """The farm's directory: artifacts by hash, the results store, reference cache."""
+
+    root: Path
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
+
+    @property
+    def references(self) -> Path:
+        return self.root / "references"
+
+    @property
+    def store_path(self) -> Path:
+        return self.root / "results.sqlite"
+
+    @property
+    def traces(self) -> Path:
+        return self.root / "traces"
+
+    def ensure(self) -> FarmHome:
+        for path in (self.root, self.artifacts, self.references, self.traces):
+            path.mkdir(parents=True, exist_ok=True)
+        return self

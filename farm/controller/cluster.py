@@ -1,0 +1,59 @@
+"""Reach Ray: the cluster at `address`, or an embedded local one that lives as long as the job.
+
+Ray is imported here and in the actor module only, and only when a command needs it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from farm.errors import SchedulingError
+
+#: the embedded Ray's object store: small, results are small and the host has other work to do
+DEFAULT_OBJECT_STORE_BYTES = 256 * 1024 * 1024
+RAY_NAMESPACE = "farm"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    #: None: start an embedded local Ray; otherwise `ray://...` or `host:port` of a head
+    address: str | None = None
+    object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
+
+
+@contextmanager
+def ray_cluster(config: ClusterConfig) -> Iterator[None]:
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():  # the caller (a test, `farm serve`) already holds a connection
+        yield
+        return
+    kwargs: dict[str, object] = {
+        "namespace": RAY_NAMESPACE,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+        "configure_logging": True,
+    }
+    try:
+        if config.address is None:
+            ray.init(
+                address="local",
+                include_dashboard=False,
+                num_cpus=os.cpu_count() or 1,
+                object_store_memory=config.object_store_bytes,
+                **kwargs,
+            )
+        else:
+            ray.init(address=config.address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = config.address or "an embedded local Ray"
+        raise SchedulingError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()

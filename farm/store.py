@@ -1,0 +1,216 @@
+"""The results store: SQLite in WAL mode, schema versioned by `PRAGMA user_version`.
+
+A run row is written when a run starts; each job is written in one transaction when it is
+complete (measurements, analysis and all) or failed (its error and nothing else). Readers
+(the CLI, the metrics collector) never see half a job.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from farm.errors import StoreError, UsageError
+
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE runs (
+        run_id       TEXT PRIMARY KEY,
+        created_at   REAL NOT NULL,
+        finished_at  REAL,
+        kind         TEXT NOT NULL,          -- submit | nightly
+        suite        TEXT,
+        status       TEXT NOT NULL,          -- running | complete | failed | interrupted
+        document     TEXT NOT NULL           -- run-level JSON: models, settings
+    );
+    CREATE TABLE jobs (
+        job_id        TEXT PRIMARY KEY,
+        run_id        TEXT NOT NULL REFERENCES runs(run_id),
+        model_name    TEXT NOT NULL,
+        model_sha256  TEXT NOT NULL,
+        device        TEXT NOT NULL,
+        unit          TEXT,
+        target        TEXT NOT NULL,
+        status        TEXT NOT NULL,         -- ok | failed
+        error         TEXT,
+        started_at    REAL,
+        finished_at   REAL NOT NULL,
+        document      TEXT NOT NULL          -- the job JSON (docs/results.md)
+    );
+    CREATE INDEX jobs_by_run ON jobs(run_id);
+    CREATE INDEX jobs_by_series ON jobs(model_name, device, target, finished_at);
+    """,
+)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    created_at: float
+    finished_at: float | None
+    kind: str
+    suite: str | None
+    status: str
+    document: dict[str, Any]
+
+
+class ResultsStore:
+    def __init__(self, path: Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{path}: cannot open the results store ({exc})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+
+    def _migrate(self) -> None:
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path}: written by a newer farm (schema {version}, this one knows {len(MIGRATIONS)})",
+                hint="upgrade farm, or point FARM_HOME elsewhere",
+            )
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            with self._transaction() as db:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- writing -------------------------------------------------------------------------
+
+    def start_run(self, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO runs(run_id, created_at, kind, suite, status, document) VALUES (?,?,?,?,?,?)",
+                (run_id, time.time(), kind, suite, "running", json.dumps(document)),
+            )
+
+    def add_job(self, run_id: str, job: dict[str, Any]) -> None:
+        """One complete (or failed) job, in one transaction."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO jobs(job_id, run_id, model_name, model_sha256, device, unit, target, status,"
+                " error, started_at, finished_at, document) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    job["job_id"], run_id, job["model"]["name"], job["model"]["sha256"], job["device"],
+                    job.get("unit"), job["target"], job["status"], job.get("error"),
+                    job.get("started_at"), job.get("finished_at") or time.time(), json.dumps(job),
+                ),
+            )
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        with self._transaction() as db:
+            db.execute("UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, time.time(), run_id))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _run_row(self, row: tuple[Any, ...]) -> RunRow:
+        return RunRow(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+
+    def runs(self, limit: int = 50, kind: str | None = None, suite: str | None = None) -> list[RunRow]:
+        query = "SELECT run_id, created_at, finished_at, kind, suite, status, document FROM runs"
+        clauses, args = [], []
+        if kind:
+            clauses.append("kind=?")
+            args.append(kind)
+        if suite:
+            clauses.append("suite=?")
+            args.append(suite)
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
+        query += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
+        args.append(str(limit))
+        return [self._run_row(r) for r in self._db.execute(query, args).fetchall()]
+
+    def resolve_run_id(self, prefix: str) -> str:
+        """A run id, or a unique prefix of one (as git takes commit prefixes)."""
+        rows = self._db.execute(
+            "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id",
+            (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+        ).fetchall()
+        if not rows:
+            raise UsageError(f"no run {prefix!r} in {self.path}", hint="`farm runs` lists the stored runs")
+        if len(rows) > 1 and rows[0][0] != prefix:
+            raise UsageError(f"run id prefix {prefix!r} is ambiguous: {', '.join(r[0] for r in rows[:5])}")
+        return str(rows[0][0])
+
+    def run(self, run_id: str) -> RunRow:
+        row = self._db.execute(
+            "SELECT run_id, created_at, finished_at, kind, suite, status, document FROM runs WHERE run_id=?",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run_id!r} in {self.path}")
+        return self._run_row(row)
+
+    def jobs(self, run_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT document FROM jobs WHERE run_id=? ORDER BY finished_at, job_id", (run_id,)
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def job_counts(self, run_id: str) -> dict[str, int]:
+        rows = self._db.execute(
+            "SELECT status, COUNT(*) FROM jobs WHERE run_id=? GROUP BY status", (run_id,)
+        ).fetchall()
+        return {str(status): int(count) for status, count in rows}
+
+    def latest_jobs(self) -> list[dict[str, Any]]:
+        """The newest successful job per (model, device, target): what dashboards show now."""
+        rows = self._db.execute(
+            """SELECT j.document FROM jobs j JOIN (
+                   SELECT model_name, device, target, MAX(finished_at) AS t FROM jobs
+                   WHERE status='ok' GROUP BY model_name, device, target
+               ) latest ON j.model_name=latest.model_name AND j.device=latest.device
+                      AND j.target=latest.target AND j.finished_at=latest.t
+               WHERE j.status='ok'"""
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def job_status_totals(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        return {str(s): int(c) for s, c in rows}
