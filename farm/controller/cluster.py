@@ -36,7 +36,7 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
     kwargs: dict[str, object] = {
         "namespace": RAY_NAMESPACE,
         "log_to_driver": False,
-        "logging_level": logging.WARNING,
+        "logging_level": logging.ERROR,  # Ray warns of token auth on every start
         "configure_logging": True,
     }
     try:
