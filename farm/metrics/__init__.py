@@ -1,0 +1,1 @@
+"""Prometheus metrics over the results store and the live fleet (docs/metrics.md)."""
