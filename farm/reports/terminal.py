@@ -95,5 +95,13 @@ def render_run(document: dict[str, Any]) -> Group:
     return Group(*parts)
 
 
+#: piped output has no terminal width to follow; wide enough that the summary is not squeezed
+PIPED_WIDTH = 170
+
+
 def print_run(document: dict[str, Any], console: Console | None = None) -> None:
-    (console or Console()).print(render_run(document))
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=PIPED_WIDTH)
+    console.print(render_run(document))

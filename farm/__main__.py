@@ -1,0 +1,3 @@
+from farm.cli.main import main
+
+main()

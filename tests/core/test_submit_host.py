@@ -1,0 +1,133 @@
+"""`farm submit` on the host, for real: embedded Ray, ONNX Runtime, the store, the JSON contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+
+from .conftest import farm, farm_json, farm_process
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+
+
+def _processes_with_marker(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_submit_as_a_user_would(home: Path, model: Path) -> None:
+    """The real entry point in its own process: report, valid JSON, the run stored, no processes left."""
+    marker = f"FARM_TEST_MARKER={uuid.uuid4().hex}"
+    env = dict(os.environ, FARM_TEST_MARKER=marker.split("=", 1)[1])
+    done = farm_process(home, "submit", str(model), "--devices", "host-cpu", "--runs", "20", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)  # stdout holds one JSON document and nothing else
+    jsonschema.validate(document, SCHEMA)
+    assert "running 1 job(s)" in done.stderr  # progress goes to stderr
+    assert _processes_with_marker(marker.split("=", 1)[1]) == []  # Ray's processes are gone
+
+    (job,) = document["jobs"]
+    assert (job["device"], job["target"], job["status"]) == ("host-cpu", "ort/cpu", "ok")
+    latency = job["latency_ms"]
+    assert len(latency["samples"]) == 20
+    assert latency["min"] <= latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
+    assert job["first_inference_ms"] > 0 and job["load_ms"] > 0
+    assert job["peak_memory_mb"] is None or job["peak_memory_mb"] > 0
+    # the same seeded inputs on the same runtime: outputs agree with the reference to fp32 rounding
+    assert job["reference"]["passed"] is True
+    assert job["reference"]["outputs"]["probabilities"]["snr_db"] > 80
+    # ORT folds BatchNormalization into Conv and fuses Clip: the report says so
+    fusions = {f["op_type"]: f for f in job["compile"]["fusions"]}
+    assert fusions["BatchNormalization"]["after"] == 0
+    assert job["compile"]["nodes_after"] < job["compile"]["nodes_before"] == 61
+    assert job["compile"]["placement"] == {"CPUExecutionProvider": job["compile"]["nodes_before"] - 20}
+    assert job["compile"]["partitions"] == 1
+    assert job["ops"] and all(op["provider"] == "CPUExecutionProvider" for op in job["ops"])
+    assert abs(sum(op["share"] for op in job["ops"]) - 1.0) < 1e-3
+    assert job["fallback_ops"] == []  # the CPU is not an accelerator: nothing "falls back"
+
+    shown = farm_json(home, "show", document["run_id"][:15])
+    assert shown["run_id"] == document["run_id"] and shown["status"] == "complete"
+    jsonschema.validate(shown, SCHEMA)
+    assert shown["jobs"][0]["latency_ms"] == latency
+    listed = farm_json(home, "runs")
+    assert [r["run_id"] for r in listed["runs"]] == [document["run_id"]]
+    assert listed["runs"][0]["jobs"] == {"ok": 1}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_terminal_report_explains_the_job(home: Path, model: Path) -> None:
+    result = farm(home, "submit", str(model), "--runs", "5", "--warmup", "1")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    for needle in ("host-cpu", "ort/cpu", "p50 ms", "pass", "BatchNormalization 20->0", "Slowest ops"):
+        assert needle in out
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_inputs_from_npz_reach_the_device(home: Path, model: Path, tmp_path: Path) -> None:
+    """A user's own inputs replace the seeded ones; the reference is computed on the same."""
+    npz = tmp_path / "cat.npz"
+    np.savez(npz, image=np.full((1, 3, 96, 96), 0.5, dtype=np.float32))
+    seeded = farm_json(home, "submit", str(model), "--runs", "3")
+    given = farm_json(home, "submit", str(model), "--runs", "3", "--inputs", str(npz))
+    assert given["jobs"][0]["reference"]["passed"]
+    assert given["model"]["inputs"] == seeded["model"]["inputs"]
+    # different inputs, different reference: the two runs' stored references differ
+    refs = sorted((home / "references").glob("*.npz"))
+    assert len(refs) == 2
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_dynamic_batch_from_shape(home: Path, model: Path) -> None:
+    document = farm_json(home, "submit", str(model), "--runs", "3", "--shape", "image=4x3x96x96")
+    assert document["model"]["inputs"] == [{"name": "image", "shape": [4, 3, 96, 96], "dtype": "float32"}]
+    assert document["jobs"][0]["status"] == "ok"
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_failed_job_records_its_error_and_nothing_else(home: Path, model: Path, tmp_path: Path) -> None:
+    """A target this host's onnxruntime lacks fails that job; the other job still lands."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "host-cpu.yaml").write_text(
+        "name: host-cpu\nplatform: host\ntargets: [ort/cpu, ort/xnnpack]\nrecognise: {device: cpu}\n"
+    )
+    result = farm(home, "submit", str(model), "--runs", "3", "--json", profiles_dir=profiles)
+    assert result.exit_code == 1
+    document: dict[str, Any] = json.loads(result.stdout)
+    jsonschema.validate(document, SCHEMA)
+    by_target = {j["target"]: j for j in document["jobs"]}
+    assert by_target["ort/cpu"]["status"] == "ok"
+    failed = by_target["ort/xnnpack"]
+    assert failed["status"] == "failed" and "XnnpackExecutionProvider" in failed["error"]
+    assert "latency_ms" not in failed and "ops" not in failed
+    with sqlite3.connect(home / "results.sqlite") as db:
+        rows = db.execute("SELECT target, status, error FROM jobs ORDER BY target").fetchall()
+        (status,) = db.execute("SELECT status FROM runs").fetchone()
+    assert [(r[0], r[1]) for r in rows] == [("ort/cpu", "ok"), ("ort/xnnpack", "failed")]
+    assert status == "partial"
+
+
+def test_no_unit_attached_is_a_clear_error(home: Path, model: Path) -> None:
+    done = farm_process(home, "submit", str(model), "--devices", "host-cpu:no-such-unit")
+    assert done.returncode == 7, done.stderr
+    assert "no unit of host-cpu:no-such-unit is attached" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (home / "results.sqlite").exists()
