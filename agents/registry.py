@@ -14,6 +14,7 @@ from farm.errors import UsageError
 #: platform -> (module, class, the pip extra that provides its dependencies)
 AGENTS: dict[str, tuple[str, str, str]] = {
     "host": ("agents.host.agent", "HostAgent", ""),
+    "ios": ("agents.ios.agent", "IosAgent", "ios"),
 }
 
 

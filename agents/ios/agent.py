@@ -1,0 +1,267 @@
+"""`IosAgent`: iPhones on USB as farm units, running CoreML through the FarmRunner app.
+
+Per job: discover (usbmux + lockdown `ProductType` -> device profile), prepare (install
+FarmRunner once, push the model and inputs into its container, cached by hash), run
+(job file -> launch -> the app waits for a nominal thermal state, compiles, loads, times
+the predictions, asks MLComputePlan where each op runs -> result file -> pulled here).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.base import (
+    AgentSettings,
+    DeviceAgent,
+    DeviceRun,
+    DeviceUnit,
+    Health,
+    OpTiming,
+    RunRequest,
+    Thermal,
+)
+from agents.ios.bridge import AsyncBridge
+from agents.ios.container import INPUTS_DIR, JOBS_DIR, MODELS_DIR, AppContainer, artifact_files
+from agents.ios.contract import (
+    JOB_SCHEMA_ID,
+    MODEL_FORMATS,
+    compute_units,
+    inputs_digest,
+    tensor_bytes,
+)
+from agents.ios.install import ensure_installed
+from agents.ios.inventory import read_battery_pct, read_properties
+from agents.ios.job import DEFAULT_POLL_S, JobOutcome, run_job
+from agents.ios.link import DeviceLink
+from agents.ios.provider import DEFAULT_TUNNELD_ADDRESS, ConnectionProvider, UsbmuxProvider
+from farm.errors import DeviceError, UsageError
+from farm.profiles import match_profile
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUNDLE_ID = "dev.farm.FarmRunner"
+DEFAULT_THERMAL_WAIT_FOR = "nominal"
+
+
+@dataclass(frozen=True)
+class IosOptions:
+    """The iOS agent's settings, read from `AgentSettings.extra` (keys `ios.*`)."""
+
+    bundle_id: str | None = None
+    app_package: Path | None = None
+    udids: tuple[str, ...] = ()
+    usbmux_address: str | None = None
+    tunneld_address: tuple[str, int] = DEFAULT_TUNNELD_ADDRESS
+    usb_only: bool = True
+    poll_s: float = DEFAULT_POLL_S
+    thermal_deadline_s: float | None = None
+    thermal_wait_for: str = DEFAULT_THERMAL_WAIT_FOR
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, str]) -> IosOptions:
+        known = {
+            "ios.bundle_id", "ios.app_package", "ios.udids", "ios.usbmux_address", "ios.tunneld",
+            "ios.connection", "ios.poll_s", "ios.thermal_deadline_s", "ios.thermal_wait_for",
+        }  # fmt: skip
+        unknown = sorted(k for k in extra if k.startswith("ios.") and k not in known)
+        if unknown:
+            raise UsageError(f"unknown iOS agent setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
+        tunneld = extra.get("ios.tunneld")
+        connection = extra.get("ios.connection", "usb")
+        if connection not in ("usb", "any"):
+            raise UsageError(f"ios.connection must be 'usb' or 'any', got {connection!r}")
+        try:
+            return cls(
+                bundle_id=extra.get("ios.bundle_id"),
+                app_package=Path(extra["ios.app_package"]) if "ios.app_package" in extra else None,
+                udids=tuple(u.strip() for u in extra.get("ios.udids", "").split(",") if u.strip()),
+                usbmux_address=extra.get("ios.usbmux_address"),
+                tunneld_address=_host_port(tunneld) if tunneld else DEFAULT_TUNNELD_ADDRESS,
+                usb_only=connection == "usb",
+                poll_s=float(extra.get("ios.poll_s", DEFAULT_POLL_S)),
+                thermal_deadline_s=float(extra["ios.thermal_deadline_s"])
+                if "ios.thermal_deadline_s" in extra
+                else None,
+                thermal_wait_for=extra.get("ios.thermal_wait_for", DEFAULT_THERMAL_WAIT_FOR),
+            )
+        except ValueError as exc:
+            raise UsageError(f"bad iOS agent setting: {exc}") from None
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"ios.tunneld must be host:port, got {text!r}")
+    return host, int(port)
+
+
+class IosAgent(DeviceAgent):
+    platform = "ios"
+
+    def __init__(self, settings: AgentSettings, provider: ConnectionProvider | None = None) -> None:
+        super().__init__(settings)
+        self.options = IosOptions.from_extra(settings.extra)
+        self._provider: ConnectionProvider = provider or UsbmuxProvider(
+            usbmux_address=self.options.usbmux_address,
+            tunneld_address=self.options.tunneld_address,
+            connection_type="USB" if self.options.usb_only else None,
+        )
+        self._bridge = AsyncBridge()
+        #: serials whose FarmRunner was checked (and installed if needed) by this agent
+        self._app_checked: set[str] = set()
+
+    def discover(self) -> list[DeviceUnit]:
+        try:
+            serials = self._bridge.call(
+                self._provider.serials(), timeout_s=self.settings.io_timeout_s, where="usbmux"
+            )
+        except DeviceError as exc:
+            log.info("no iOS devices: %s", exc)
+            return []
+        units = []
+        for serial in serials:
+            if self.options.udids and serial not in self.options.udids:
+                continue
+            try:
+                properties = read_properties(self._link(serial))
+            except DeviceError as exc:
+                log.warning("skipping %s: %s", serial, exc)
+                continue
+            profile = match_profile(properties, self.settings.profiles, self.platform)
+            if profile is None:
+                log.warning("skipping %s: no device profile recognises ProductType %s", serial,
+                            properties.get("ProductType", "?"))  # fmt: skip
+                continue
+            units.append(DeviceUnit(profile.name, serial, self.platform, properties))
+        return units
+
+    def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:
+        link = self._link(unit.serial)
+        bundle_id = self._bundle_id(unit)
+        if unit.serial not in self._app_checked:
+            done = ensure_installed(link, bundle_id, self.options.app_package)
+            log.info("%s: FarmRunner %s", unit.name, done)
+            self._app_checked.add(unit.serial)
+        container = AppContainer(link, bundle_id)
+        container.remove(JOBS_DIR)  # left behind by a job whose phone went away
+        self._push(container, request)
+
+    def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        link = self._link(unit.serial)
+        bundle_id = self._bundle_id(unit)
+        container = AppContainer(link, bundle_id)
+        model_path, input_files = self._push(container, request)
+        job_id = uuid.uuid4().hex[:16]
+        thermal_deadline_s = self._thermal_deadline_s(unit)
+        job: dict[str, Any] = {
+            "schema": JOB_SCHEMA_ID,
+            "job_id": job_id,
+            "model": {
+                "path": model_path,
+                "format": MODEL_FORMATS[request.artifact.suffix],
+                "sha256": request.artifact_sha256,
+            },
+            "compute_units": compute_units(request.target),
+            "warmup": request.warmup,
+            "runs": request.runs,
+            "profile_ops": request.profile_ops,
+            "thermal": {"wait_for": self.options.thermal_wait_for, "deadline_s": thermal_deadline_s},
+            "inputs": input_files,
+            "result_path": f"{JOBS_DIR}/{job_id}/result.json",
+            "outputs_dir": f"{JOBS_DIR}/{job_id}/outputs",
+        }
+        outcome = run_job(
+            link,
+            container,
+            bundle_id,
+            job,
+            deadline_s=thermal_deadline_s + request.timeout_s,
+            poll_s=self.options.poll_s,
+        )
+        return _device_run(outcome)
+
+    def health(self, unit: DeviceUnit) -> Health:
+        try:
+            battery = read_battery_pct(self._link(unit.serial))
+        except DeviceError as exc:
+            return Health(up=False, reason=str(exc))
+        # The thermal state is only visible inside an app; each job's result carries it.
+        return Health(up=True, thermal=Thermal(status="unknown", battery_pct=battery))
+
+    def close(self) -> None:
+        self._bridge.close()
+
+    def _link(self, serial: str) -> DeviceLink:
+        return DeviceLink(self._bridge, self._provider, serial, self.settings.io_timeout_s)
+
+    def _bundle_id(self, unit: DeviceUnit) -> str:
+        profile = self.settings.profiles.get(unit.profile)
+        from_profile = profile.runner.get("bundle_id") if profile is not None else None
+        return self.options.bundle_id or from_profile or DEFAULT_BUNDLE_ID
+
+    def _thermal_deadline_s(self, unit: DeviceUnit) -> float:
+        if self.options.thermal_deadline_s is not None:
+            return self.options.thermal_deadline_s
+        profile = self.settings.profiles.get(unit.profile)
+        return profile.thermal.cooldown_deadline_s if profile is not None else 600.0
+
+    def _push(self, container: AppContainer, request: RunRequest) -> tuple[str, list[dict[str, Any]]]:
+        """Push the model and the inputs (each skipped when already there); their paths for the job."""
+        if request.artifact.suffix not in MODEL_FORMATS:
+            raise UsageError(f"{request.artifact}: the iOS agent takes {', '.join(MODEL_FORMATS)} models")
+        model_dir = f"{MODELS_DIR}/{request.artifact_sha256}"
+        container.push_cached(dict(artifact_files(request.artifact)), model_dir)
+        inputs_dir = f"{INPUTS_DIR}/{inputs_digest(request.inputs)}"
+        files: dict[str, bytes | Path] = {}
+        described = []
+        for index, name in enumerate(sorted(request.inputs)):
+            dtype, data = tensor_bytes(request.inputs[name])
+            files[f"{index}.bin"] = data
+            shape = [int(d) for d in request.inputs[name].shape]
+            described.append(
+                {"name": name, "dtype": dtype, "shape": shape, "path": f"{inputs_dir}/{index}.bin"}
+            )
+        container.push_cached(files, inputs_dir)
+        return f"{model_dir}/{request.artifact.name}", described
+
+
+def _device_run(outcome: JobOutcome) -> DeviceRun:
+    result = outcome.result
+    notes = [
+        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms",
+        f"thermal wait {result.thermal_waited_ms:.0f} ms before the job",
+    ]
+    median_ms = statistics.median(result.samples_ms) if result.samples_ms else result.first_inference_ms
+    ops = [
+        OpTiming(
+            name=op.name,
+            op_type=op.op_type,
+            provider=op.preferred_device,
+            mean_us=(op.estimated_cost or 0.0) * median_ms * 1000.0,
+        )
+        for op in result.plan_ops
+    ]
+    if ops:
+        notes.append(
+            "per-op times are MLComputePlan estimated-cost shares of the median latency, not measured"
+        )
+    if result.plan_note:
+        notes.append(f"no per-op placement: {result.plan_note}")
+    return DeviceRun(
+        load_ms=result.compile_ms + result.load_ms,
+        first_inference_ms=result.first_inference_ms,
+        samples_ms=list(result.samples_ms),
+        outputs=outcome.outputs,
+        ops=ops,
+        placement={op.name: op.preferred_device for op in result.plan_ops},
+        peak_memory_bytes=result.peak_footprint_bytes,
+        thermal_before=Thermal(status=result.thermal_before),
+        thermal_after=Thermal(status=result.thermal_after),
+        runner=f"{result.runner} (iOS {result.os_version})",
+        notes=notes,
+    )

@@ -1,0 +1,200 @@
+"""A host stand-in for the FarmRunner app, for tests and demos without an iPhone.
+
+It implements the runner contract (docs/ios-runner.md) as the Swift app does, with
+ONNX Runtime's CPU execution provider standing in for CoreML: it reads the job file from
+the fake phone's container, waits for a nominal thermal state, loads the model, times real
+predictions, profiles one pass for the per-op table, and writes outputs and the result
+file last, atomically. Every number it reports is measured on this host, by this process;
+none is made up. What it cannot do: CoreML, the Neural Engine, MLComputePlan. Its "plan"
+is ONNX Runtime's profiled pass (each node on "CPU", cost = its share of the measured time).
+
+`behaviour` scripts the failures the host must survive: `silent` never writes a result,
+`malformed` writes one that breaks the contract, `crash` exits without one.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_ID, contract_errors
+from agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess
+
+STANDIN_NAME = "FarmRunner host stand-in (onnxruntime CPU)"
+STANDIN_VERSION = "0.1.0"
+BEHAVIOURS = ("normal", "silent", "malformed", "crash")
+#: ONNX tensor type -> the contract dtype an output is written as
+_ORT_OUTPUT_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int32)": "int32",
+    "tensor(int64)": "int32",
+}
+_ORT_INPUT_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+}
+
+
+class StandInRunner:
+    """An `AppProgram` for `FakePhone.programs`; `phone` gives it the thermal state to read."""
+
+    def __init__(self, phone: FakePhone, behaviour: str = "normal", thermal_poll_s: float = 0.01) -> None:
+        if behaviour not in BEHAVIOURS:
+            raise ValueError(f"behaviour must be one of {BEHAVIOURS}")
+        self._phone = phone
+        self._behaviour = behaviour
+        self._thermal_poll_s = thermal_poll_s
+
+    def __call__(self, files: AppFiles, arguments: list[str], process: FakeProcess) -> None:
+        job = json.loads(files.read(arguments[arguments.index("--farm-job") + 1]))
+        if self._behaviour == "crash":
+            return
+        if self._behaviour == "silent":
+            process.killed.wait()
+            return
+        result = self._run(files, job)
+        if self._behaviour == "malformed":
+            result["timings_ms"] = {"compile": "fast"}
+        _write_atomically(files, job["result_path"], json.dumps(result).encode())
+        process.killed.wait()  # an iOS app stays up until the host ends it
+
+    def _run(self, files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
+        header: dict[str, Any] = {
+            "schema": RESULT_SCHEMA_ID,
+            "job_id": job.get("job_id", "unknown"),
+            "runner": {
+                "name": STANDIN_NAME,
+                "version": STANDIN_VERSION,
+                "os_version": platform.platform(),
+                "product_type": str(self._phone.lockdown_values.get("ProductType", "")),
+            },
+        }
+        problems = contract_errors(job, JOB_SCHEMA)
+        if problems:
+            return {**header, "status": "error", "error": {"kind": "job", "message": "; ".join(problems)}}
+        waited_ms, before = self._wait_for_thermal(job["thermal"]["wait_for"], job["thermal"]["deadline_s"])
+        if before is None:
+            wanted, deadline_s = job["thermal"]["wait_for"], job["thermal"]["deadline_s"]
+            message = f"thermal state stayed above {wanted} for {deadline_s} s"
+            return {**header, "status": "error", "error": {"kind": "thermal", "message": message}}
+        if job["model"]["format"] != "onnx":
+            message = f"the host stand-in runs ONNX models only, not {job['model']['format']}"
+            return {**header, "status": "error", "error": {"kind": "compile", "message": message}}
+        try:
+            measured = _measure(files, job)
+        except Exception as exc:  # the app reports any failure in its result file
+            return {**header, "status": "error", "error": {"kind": "predict", "message": str(exc)}}
+        return {
+            **header,
+            "status": "ok",
+            "compute_units": job["compute_units"],
+            **measured,
+            "thermal": {"before": before, "after": self._phone.thermal_state(), "waited_ms": waited_ms},
+        }
+
+    def _wait_for_thermal(self, wait_for: str, deadline_s: float) -> tuple[float, str | None]:
+        start = time.perf_counter()
+        limit = THERMAL_STATES.index(wait_for)
+        while True:
+            state = self._phone.thermal_state()
+            waited_ms = (time.perf_counter() - start) * 1000.0
+            if THERMAL_STATES.index(state) <= limit:
+                return waited_ms, state
+            if waited_ms / 1000.0 >= deadline_s:
+                return waited_ms, None
+            time.sleep(self._thermal_poll_s)
+
+
+def _measure(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    model = files.read(job["model"]["path"])
+    start = time.perf_counter()
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    load_ms = (time.perf_counter() - start) * 1000.0
+    declared = {i.name: i.type for i in session.get_inputs()}
+    feeds = {}
+    for tensor in job["inputs"]:
+        array = np.frombuffer(files.read(tensor["path"]), dtype=DTYPES[tensor["dtype"]]).reshape(
+            tensor["shape"]
+        )
+        feeds[tensor["name"]] = array.astype(
+            _ORT_INPUT_NUMPY.get(declared.get(tensor["name"], ""), array.dtype)
+        )
+    start = time.perf_counter()
+    outputs = session.run(None, feeds)
+    first_ms = (time.perf_counter() - start) * 1000.0
+    for _ in range(job["warmup"]):
+        session.run(None, feeds)
+    samples = []
+    for _ in range(job["runs"]):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        samples.append((time.perf_counter() - start) * 1000.0)
+    written = []
+    files.makedirs(job["outputs_dir"])
+    for index, (meta, value) in enumerate(zip(session.get_outputs(), outputs, strict=True)):
+        dtype = _ORT_OUTPUT_DTYPES.get(meta.type, "float32")
+        path = f"{job['outputs_dir']}/{index}.bin"
+        data = np.ascontiguousarray(np.asarray(value), dtype=DTYPES[dtype])
+        files.write(path, data.tobytes())
+        written.append({"name": meta.name, "dtype": dtype, "shape": list(data.shape), "path": path})
+    if job["profile_ops"]:
+        plan: dict[str, Any] = {"available": True, "ops": _profiled_ops(model, feeds)}
+    else:
+        plan = {"available": False, "reason": "profile_ops was false"}
+    return {
+        "timings_ms": {"compile": 0.0, "load": load_ms, "first_inference": first_ms},
+        "samples_ms": samples,
+        "outputs": written,
+        "compute_plan": plan,
+        "memory": {"peak_footprint_bytes": None},
+    }
+
+
+def _profiled_ops(model: bytes, feeds: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """One profiled pass: each node, where it ran, and its share of the measured node time."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="farm-standin-") as scratch:
+        options = ort.SessionOptions()
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(scratch) / "profile")
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        session.run(None, feeds)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    nodes: dict[str, dict[str, Any]] = {}
+    for event in events:
+        args = event.get("args", {})
+        if event.get("cat") != "Node" or "op_name" not in args or not event["name"].endswith("_kernel_time"):
+            continue
+        name = event["name"][: -len("_kernel_time")]
+        entry = nodes.setdefault(name, {"op_type": args["op_name"], "us": 0.0})
+        entry["us"] += float(event.get("dur", 0))
+    total = sum(e["us"] for e in nodes.values()) or 1.0
+    return [
+        {
+            "name": name,
+            "op_type": entry["op_type"],
+            "preferred_device": "CPU",
+            "supported_devices": ["CPU"],
+            "estimated_cost": entry["us"] / total,
+        }
+        for name, entry in nodes.items()
+    ]
+
+
+def _write_atomically(files: AppFiles, path: str, data: bytes) -> None:
+    files.write(f"{path}.tmp", data)
+    files.rename(f"{path}.tmp", path)
