@@ -1,0 +1,203 @@
+"""`AndroidAgent`: units reached over ADB, run with the farm runner or onnxruntime_perf_test.
+
+Settings it reads (all from `AgentSettings`): `adb_tcp_addresses` and `adb_usb` (which
+units), `adb_key_path` (the host's key; adb's own by default), `io_timeout_s` (every device
+call), and in `extra`: `adb_device_root` (default /data/local/tmp/farm) and
+`adb_cache_limit_bytes` (default 2 GiB). Per profile, `runner.kind` is `farm-runner` (with
+`runner.python`, default python3) or `onnxruntime_perf_test` (with `runner.path` and
+`runner.options_<backend>`, e.g. `options_qnn: backend_path|libQnnHtp.so`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
+from agents.android.inventory import make_unit, parse_getprop
+from agents.android.keys import load_signer
+from agents.android.perf_test import provider_options
+from agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, PushCache, describe
+from agents.android.runners import FARM_RUNNER_NAME, FarmRunner, PerfTestRunner, StagedJob
+from agents.android.test_data import write_test_data
+from agents.android.thermal import parse_sysfs_zones, parse_thermalservice, wait_until_cool, with_battery
+from agents.android.transport import AdbConnection
+from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest, Thermal
+from farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError, UsageError
+from farm.profiles import DeviceProfile
+
+log = logging.getLogger(__name__)
+
+FARM_RUNNER = "farm-runner"
+PERF_TEST = "onnxruntime_perf_test"
+DEFAULT_PERF_TEST_PATH = f"{DEFAULT_DEVICE_ROOT}/bin/onnxruntime_perf_test"
+_BATTERY_MARK = "__farm_battery__"
+_THERMAL_COMMAND = (
+    "if command -v dumpsys >/dev/null 2>&1; then dumpsys thermalservice; "
+    f"echo {_BATTERY_MARK}; dumpsys battery; else "
+    'for z in /sys/class/thermal/thermal_zone*; do [ -r "$z/temp" ] && '
+    'echo "$(cat "$z/type") $(cat "$z/temp")"; done; fi; true'
+)
+
+
+class AndroidAgent(DeviceAgent):
+    platform = "android"
+
+    def __init__(self, settings: AgentSettings) -> None:
+        super().__init__(settings)
+        self._paths = DevicePaths(settings.extra.get("adb_device_root", DEFAULT_DEVICE_ROOT))
+        self._cache_limit = int(settings.extra.get("adb_cache_limit_bytes", DEFAULT_CACHE_LIMIT_BYTES))
+        self._signer: Any = None
+        self._connections: dict[str, AdbConnection] = {}
+        self._staged: dict[tuple[str, str, str], StagedJob] = {}
+
+    # -- units -------------------------------------------------------------------------------
+    def discover(self) -> list[DeviceUnit]:
+        units = []
+        for serial in self._serials():
+            try:
+                props = parse_getprop(self._conn(serial).shell("getprop").output)
+            except DeviceError as exc:
+                log.warning("android: %s is not reachable: %s", serial, exc)
+                self._drop(serial)
+                continue
+            unit = make_unit(serial, props, self.settings.profiles)
+            if not unit.profile:
+                log.warning("android: %s", unit.properties["hint"])
+            units.append(unit)
+        return units
+
+    def health(self, unit: DeviceUnit) -> Health:
+        try:
+            return Health(up=True, thermal=self._thermal(self._conn(unit.serial)))
+        except DeviceError as exc:
+            return Health(up=False, reason=str(exc))
+
+    def close(self) -> None:
+        for serial in list(self._connections):
+            self._drop(serial)
+
+    # -- jobs --------------------------------------------------------------------------------
+    def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:
+        profile = self._profile(unit)
+        if request.target.runtime != "ort" or not profile.supports(request.target):
+            raise UsageError(f"{unit.name} does not run {request.target}")
+        if not request.artifact.is_file():
+            raise DeviceError(f"{unit.name}: artifact {request.artifact} is not a file")
+        cache = PushCache(self._conn(unit.serial), self._paths, self._cache_limit)
+        model = describe(request.artifact, "model.onnx", request.artifact_sha256)
+        with tempfile.TemporaryDirectory(prefix="farm-android-") as tmp:
+            if self._runner_kind(profile) == FARM_RUNNER:
+                inputs_path = Path(tmp) / "inputs.npz"
+                arrays: dict[str, Any] = dict(request.inputs)
+                np.savez(inputs_path, **arrays)
+                items = [model, describe(inputs_path), describe(Path(__file__).with_name(FARM_RUNNER_NAME))]
+                paths = cache.ensure(items)
+                staged = StagedJob(model=paths[0], inputs=paths[1], runner_script=paths[2])
+            else:
+                files = write_test_data(request.inputs, Path(tmp))
+                items = [model, *(describe(f, f"input_{i}.pb") for i, f in enumerate(files))]
+                paths = cache.ensure(items)
+                staged = StagedJob(model=paths[0], test_data=tuple(paths[1:]))
+        self._staged[self._key(unit, request)] = staged
+
+    def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        key = self._key(unit, request)
+        if key not in self._staged:
+            self.prepare(unit, request)
+        staged = self._staged.pop(key)
+        profile = self._profile(unit)
+        conn = self._conn(unit.serial)
+        limits = profile.thermal
+        before = wait_until_cool(
+            lambda: self._thermal(conn) or Thermal(status="unknown"),
+            limits.max_start_temperature_c,
+            limits.cooldown_deadline_s,
+        )
+        job_dir = self._paths.job(f"{request.artifact_sha256[:12]}-{uuid.uuid4().hex[:8]}")
+        try:
+            if self._runner_kind(profile) == FARM_RUNNER:
+                runner: FarmRunner | PerfTestRunner = FarmRunner(
+                    conn, profile.runner.get("python", "python3")
+                )
+            else:
+                options = provider_options(profile.runner.get(f"options_{request.target.backend}", ""))
+                runner = PerfTestRunner(conn, profile.runner.get("path", DEFAULT_PERF_TEST_PATH), options)
+            result = runner.run(staged, request, job_dir)
+        finally:
+            self._cleanup(conn, job_dir)
+        result.thermal_before = before if before.temperatures_c else None
+        result.thermal_after = self._thermal(conn)
+        return result
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _serials(self) -> list[str]:
+        serials = [f"tcp:{address}" for address in self.settings.adb_tcp_addresses]
+        if self.settings.adb_usb:
+            serials += [f"usb:{s}" for s in _usb_serials()]
+        return serials
+
+    def _conn(self, serial: str) -> AdbConnection:
+        if serial not in self._connections:
+            if self._signer is None:
+                self._signer = load_signer(self.settings.adb_key_path)
+            self._connections[serial] = AdbConnection(serial, self._signer, self.settings.io_timeout_s)
+        return self._connections[serial]
+
+    def _drop(self, serial: str) -> None:
+        conn = self._connections.pop(serial, None)
+        if conn is not None:
+            conn.close()
+
+    def _profile(self, unit: DeviceUnit) -> DeviceProfile:
+        try:
+            return self.settings.profiles[unit.profile]
+        except KeyError:
+            raise UsageError(
+                f"{unit.serial} has no device profile", hint=unit.properties.get("hint", "")
+            ) from None
+
+    @staticmethod
+    def _runner_kind(profile: DeviceProfile) -> str:
+        kind = profile.runner.get("kind", PERF_TEST)
+        if kind not in (FARM_RUNNER, PERF_TEST):
+            raise UsageError(
+                f"profile {profile.name}: runner kind {kind!r} is not {FARM_RUNNER} or {PERF_TEST}"
+            )
+        return kind
+
+    @staticmethod
+    def _key(unit: DeviceUnit, request: RunRequest) -> tuple[str, str, str]:
+        return (unit.serial, request.artifact_sha256, request.target.name)
+
+    def _thermal(self, conn: AdbConnection) -> Thermal | None:
+        text = conn.shell(_THERMAL_COMMAND).output
+        thermal_text, mark, battery_text = text.partition(_BATTERY_MARK)
+        if mark and "Thermal Status" in thermal_text:
+            return with_battery(parse_thermalservice(thermal_text), battery_text)
+        thermal = with_battery(Thermal(status="unknown"), battery_text) if mark else parse_sysfs_zones(text)
+        return thermal if thermal.temperatures_c or thermal.battery_pct is not None else None
+
+    def _cleanup(self, conn: AdbConnection, job_dir: str) -> None:
+        # When the link is gone the directory stays; every job starts in a fresh one anyway.
+        with contextlib.suppress(DeviceLostError, DeviceTimeoutError):
+            conn.shell(f"rm -rf {q(job_dir)}")
+
+
+def _usb_serials() -> list[str]:
+    try:
+        from adb_shell.transport.usb_transport import UsbTransport
+    except ImportError:
+        log.warning("android: USB scanning needs `pip install 'adb-shell[usb]'`")
+        return []
+    try:
+        return [str(t.serial_number) for t in UsbTransport.find_all_adb_devices()]
+    except Exception as exc:  # libusb errors have no common base worth naming here
+        log.warning("android: USB scan failed: %s", exc)
+        return []

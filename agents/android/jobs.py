@@ -1,0 +1,55 @@
+"""Run a long command on a unit in the background and wait for it by polling.
+
+A benchmark may be silent for minutes; holding one shell stream open for it would make a
+stalled link indistinguishable from a slow model. Instead the command is started detached
+(`nohup`), and short, time-bounded calls poll for its exit status, so a link that stops
+answering is noticed within the I/O timeout while the job itself may take `timeout_s`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from agents.android.device_paths import q
+from agents.android.transport import AdbConnection
+from farm.errors import DeviceError, DeviceTimeoutError
+
+DEFAULT_FIRST_POLL_S = 0.05
+DEFAULT_MAX_POLL_S = 1.0
+OUTPUT_TAIL_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class JobResult:
+    exit_code: int
+    output: str
+
+
+def run_detached(conn: AdbConnection, job_dir: str, command: str, timeout_s: float) -> JobResult:
+    """Run `command` (already quoted) with cwd `job_dir`; its exit status and combined output."""
+    inner = (
+        f"cd {q(job_dir)} && echo $$ > pid && {{ {command} ; }} > out.txt 2>&1; "
+        "echo $? > rc.tmp; mv rc.tmp rc.txt"
+    )
+    started = conn.shell(
+        f"mkdir -p {q(job_dir)} && rm -f {q(job_dir)}/rc.txt && "
+        f"(nohup sh -c {q(inner)} > /dev/null 2>&1 &) ; echo started"
+    )
+    if not started.ok or "started" not in started.output:
+        raise DeviceError(f"{conn.serial}: could not start the job: {started.output.strip()[-300:]}")
+    deadline = time.monotonic() + timeout_s
+    pause = DEFAULT_FIRST_POLL_S
+    rc_path = f"{q(job_dir)}/rc.txt"
+    while True:
+        status = conn.shell(f"cat {rc_path} 2>/dev/null; true")
+        if status.output.strip():
+            break
+        if time.monotonic() > deadline:
+            pid = f"$(cat {q(job_dir)}/pid)"
+            conn.shell(f"pkill -9 -P {pid}; kill -9 {pid}; true")
+            raise DeviceTimeoutError(f"{conn.serial}: the job ran past its {timeout_s:.0f} s deadline")
+        time.sleep(pause)
+        pause = min(pause * 1.5, DEFAULT_MAX_POLL_S)
+    output = conn.shell(f"tail -c {OUTPUT_TAIL_BYTES} {q(job_dir)}/out.txt")
+    return JobResult(int(status.output.strip().splitlines()[-1]), output.output)

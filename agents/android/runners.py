@@ -1,0 +1,195 @@
+"""The two ways a job runs on a unit, each turning what the device wrote into a `DeviceRun`.
+
+`FarmRunner`: the farm's own `farm_runner.py` under the device's python3 (Linux boards,
+Termux): real samples and output tensors. `PerfTestRunner`: stock `onnxruntime_perf_test`
+(phones): timings as it prints them, the per-node trace from `-p`, and a probe run with CPU
+fallback disabled that tells whether every node can run on the accelerator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.android import perf_test
+from agents.android.device_paths import q
+from agents.android.jobs import run_detached
+from agents.android.transport import AdbConnection
+from agents.base import DeviceRun, RunRequest
+from farm.analysis.ort_profile import node_events, op_timings
+from farm.errors import DeviceError
+
+FARM_RUNNER_NAME = "farm_runner.py"
+PROFILE_PREFIX = "profile"
+
+
+@dataclass(frozen=True)
+class StagedJob:
+    """Device paths of what `prepare` pushed for one job."""
+
+    model: str
+    inputs: str = ""
+    runner_script: str = ""
+    test_data: tuple[str, ...] = ()
+
+
+def _number(data: dict[str, Any], key: str) -> float:
+    value = data.get(key)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise DeviceError(f"the device runner's result has no valid {key!r}")
+    return float(value)
+
+
+def _attach_profile(run: DeviceRun, profile_json: Path) -> None:
+    events = json.loads(profile_json.read_text())
+    if not isinstance(events, list):
+        raise DeviceError("the profile from the device is not a list of trace events")
+    run.ops = op_timings(events)
+    run.placement = {op.name: op.provider for op in run.ops}
+    run.trace_events = [dict(e) for e in node_events(events)]
+
+
+class FarmRunner:
+    def __init__(self, conn: AdbConnection, python: str) -> None:
+        self.conn = conn
+        self.python = python
+
+    def run(self, staged: StagedJob, request: RunRequest, job_dir: str) -> DeviceRun:
+        args = [
+            self.python,
+            staged.runner_script,
+            "--model",
+            staged.model,
+            "--inputs",
+            staged.inputs,
+            "--out",
+            job_dir,
+            "--warmup",
+            str(request.warmup),
+            "--runs",
+            str(request.runs),
+        ]
+        for provider in request.target.ort_providers():
+            args += ["--provider", provider]
+        if request.intra_op_threads:
+            args += ["--threads", str(request.intra_op_threads)]
+        if request.profile_ops:
+            args.append("--profile")
+        result = run_detached(self.conn, job_dir, " ".join(q(a) for a in args), request.timeout_s)
+        if result.exit_code != 0:
+            raise DeviceError(f"{self.conn.serial}: the farm runner failed: {result.output.strip()[-500:]}")
+        with tempfile.TemporaryDirectory(prefix="farm-android-") as tmp:
+            local = Path(tmp)
+            self.conn.pull(f"{job_dir}/result.json", local / "result.json")
+            self.conn.pull(f"{job_dir}/outputs.npz", local / "outputs.npz")
+            data = json.loads((local / "result.json").read_text())
+            if not isinstance(data, dict):
+                raise DeviceError("the device runner's result is not a JSON object")
+            samples = data.get("samples_ms")
+            if not isinstance(samples, list) or not all(isinstance(s, int | float) for s in samples):
+                raise DeviceError("the device runner's result has no valid 'samples_ms'")
+            # allow_pickle=False: nothing from the device is ever executed on the host.
+            with np.load(local / "outputs.npz", allow_pickle=False) as saved:
+                outputs = {name: saved[name] for name in saved.files}
+            peak = data.get("peak_memory_bytes")
+            run = DeviceRun(
+                load_ms=_number(data, "load_ms"),
+                first_inference_ms=_number(data, "first_inference_ms"),
+                samples_ms=[float(s) for s in samples],
+                outputs=outputs,
+                peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
+                runner=f"farm_runner ({data.get('runtime', 'onnxruntime')})",
+            )
+            if request.profile_ops:
+                self.conn.pull(f"{job_dir}/profile.json", local / "profile.json")
+                _attach_profile(run, local / "profile.json")
+        return run
+
+
+class PerfTestRunner:
+    def __init__(self, conn: AdbConnection, binary: str, options: list[str]) -> None:
+        self.conn = conn
+        self.binary = binary
+        self.options = options
+
+    def _stage(self, staged: StagedJob, job_dir: str) -> str:
+        """perf_test reads inputs from test_data_set_0 next to the model: link both in."""
+        links = [
+            f"mkdir -p {q(job_dir)}/test_data_set_0",
+            f"ln -sf {q(staged.model)} {q(job_dir)}/model.onnx",
+        ]
+        links += [
+            f"ln -sf {q(path)} {q(job_dir)}/test_data_set_0/input_{i}.pb"
+            for i, path in enumerate(staged.test_data)
+        ]
+        result = self.conn.shell(" && ".join(links))
+        if not result.ok:
+            raise DeviceError(f"{self.conn.serial}: cannot stage the job: {result.output.strip()}")
+        return f"{job_dir}/model.onnx"
+
+    def _perf_test(self, job_dir: str, request: RunRequest, argv: list[str]) -> str:
+        result = run_detached(self.conn, job_dir, " ".join(q(a) for a in argv), request.timeout_s)
+        if result.exit_code != 0:
+            raise DeviceError(
+                f"{self.conn.serial}: onnxruntime_perf_test failed: {result.output.strip()[-500:]}"
+            )
+        return result.output
+
+    def run(self, staged: StagedJob, request: RunRequest, job_dir: str) -> DeviceRun:
+        model = self._stage(staged, job_dir)
+
+        def argv(runs: int, **extra: Any) -> list[str]:
+            return perf_test.command_line(
+                self.binary,
+                model,
+                request.target,
+                runs,
+                options=self.options,
+                threads=request.intra_op_threads,
+                **extra,
+            )
+
+        summary = perf_test.parse_output(self._perf_test(job_dir, request, argv(request.runs)))
+        if summary.session_creation_ms is None or summary.average_ms is None:
+            raise DeviceError(f"{self.conn.serial}: onnxruntime_perf_test printed no timings")
+        notes = [f"onnxruntime_perf_test latency {k}: {v:.4f} ms" for k, v in summary.latency_ms.items()]
+        notes.append("onnxruntime_perf_test prints percentiles, not per-run samples; samples_ms is empty")
+        run = DeviceRun(
+            load_ms=summary.session_creation_ms,
+            first_inference_ms=summary.first_inference_ms
+            if summary.first_inference_ms is not None
+            else math.nan,
+            samples_ms=[],
+            outputs={},
+            peak_memory_bytes=summary.peak_working_set_bytes,
+            runner=f"onnxruntime_perf_test ({self.binary})",
+            notes=notes,
+        )
+        if request.profile_ops:
+            self._perf_test(job_dir, request, argv(1, profile_prefix=f"{job_dir}/{PROFILE_PREFIX}"))
+            found = self.conn.shell(f"ls {q(job_dir)}/{PROFILE_PREFIX}*.json")
+            paths = found.output.split()
+            if found.ok and paths:
+                with tempfile.TemporaryDirectory(prefix="farm-android-") as tmp:
+                    self.conn.pull(paths[-1], Path(tmp) / "profile.json")
+                    _attach_profile(run, Path(tmp) / "profile.json")
+        if request.target.is_accelerator:
+            probe = run_detached(
+                self.conn,
+                job_dir,
+                " ".join(q(a) for a in argv(1, disable_cpu_fallback=True)),
+                request.timeout_s,
+            )
+            run.notes.append(
+                "every node runs on the accelerator (CPU fallback disabled: the probe passed)"
+                if probe.exit_code == 0
+                else f"some nodes need the CPU: with CPU fallback disabled, perf_test failed: "
+                f"{probe.output.strip().splitlines()[-1][:300] if probe.output.strip() else probe.exit_code}"
+            )
+        return run
