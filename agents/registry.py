@@ -15,6 +15,7 @@ from farm.errors import UsageError
 AGENTS: dict[str, tuple[str, str, str]] = {
     "host": ("agents.host.agent", "HostAgent", ""),
     "ios": ("agents.ios.agent", "IosAgent", "ios"),
+    "android": ("agents.android.agent", "AndroidAgent", "android"),
 }
 
 
