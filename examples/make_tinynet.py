@@ -40,9 +40,18 @@ class GraphBuilder:
         conv = self._name("Conv")
         fan_in = cin // groups * k * k
         w = self.const(f"{conv}.w", self.rng.normal(0, (2.0 / fan_in) ** 0.5, (cout, cin // groups, k, k)))
-        self.nodes.append(helper.make_node(
-            "Conv", [x, w], [f"{conv}.out"], name=conv, kernel_shape=[k, k], strides=[stride, stride],
-            pads=[k // 2] * 4, group=groups))
+        self.nodes.append(
+            helper.make_node(
+                "Conv",
+                [x, w],
+                [f"{conv}.out"],
+                name=conv,
+                kernel_shape=[k, k],
+                strides=[stride, stride],
+                pads=[k // 2] * 4,
+                group=groups,
+            )
+        )
         bn = self._name("BatchNormalization")
         params = [
             self.const(f"{bn}.scale", self.rng.uniform(0.5, 1.5, cout)),
@@ -50,7 +59,9 @@ class GraphBuilder:
             self.const(f"{bn}.mean", self.rng.normal(0, 0.1, cout)),
             self.const(f"{bn}.var", self.rng.uniform(0.5, 1.5, cout)),
         ]
-        self.nodes.append(helper.make_node("BatchNormalization", [f"{conv}.out", *params], [f"{bn}.out"], name=bn))
+        self.nodes.append(
+            helper.make_node("BatchNormalization", [f"{conv}.out", *params], [f"{bn}.out"], name=bn)
+        )
         if not act:
             return f"{bn}.out"
         clip = self._name("Clip")
@@ -84,12 +95,15 @@ def build(seed: int = SEED, classes: int = 100) -> onnx.ModelProto:
     g.nodes.append(helper.make_node("Gemm", ["features", w, b], ["logits"], name="Gemm_head", transB=1))
     g.nodes.append(helper.make_node("Softmax", ["logits"], ["probabilities"], name="Softmax_head", axis=-1))
     graph = helper.make_graph(
-        g.nodes, "tinynet",
+        g.nodes,
+        "tinynet",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 96, 96])],
         [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", classes])],
         g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="farm-examples")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="farm-examples"
+    )
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model

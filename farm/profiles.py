@@ -55,10 +55,8 @@ def _field(data: dict[str, Any], key: str, kind: type, path: Path, required: boo
     value = data[key]
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ProfileError(
-            f"{path}: field '{key}' must be a {kind.__name__}, got {type(value).__name__}"
-        )
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ProfileError(f"{path}: field '{key}' must be a {kind.__name__}, got {type(value).__name__}")
     return value
 
 
@@ -71,8 +69,15 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a mapping of fields")
     known = {
-        "name", "display_name", "platform", "soc", "accelerators",
-        "targets", "recognise", "runner", "thermal",
+        "name",
+        "display_name",
+        "platform",
+        "soc",
+        "accelerators",
+        "targets",
+        "recognise",
+        "runner",
+        "thermal",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -82,7 +87,9 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
         raise ProfileError(f"{path}: field 'name' is {name!r} but the file is named {path.stem!r}")
     platform = _field(data, "platform", str, path)
     if platform not in PLATFORMS:
-        raise ProfileError(f"{path}: field 'platform' must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+        raise ProfileError(
+            f"{path}: field 'platform' must be one of {', '.join(PLATFORMS)}, got {platform!r}"
+        )
     raw_targets = _field(data, "targets", list, path)
     if not raw_targets:
         raise ProfileError(f"{path}: field 'targets' must list at least one target")
@@ -139,7 +146,9 @@ def load_profiles(directory: Path = DEFAULT_PROFILES_DIR) -> dict[str, DevicePro
     return profiles
 
 
-def match_profile(properties: dict[str, str], profiles: dict[str, DeviceProfile], platform: str) -> DeviceProfile | None:
+def match_profile(
+    properties: dict[str, str], profiles: dict[str, DeviceProfile], platform: str
+) -> DeviceProfile | None:
     """The profile whose `recognise` properties all equal the unit's, if any."""
     for profile in profiles.values():
         if profile.platform != platform or not profile.recognise:

@@ -72,8 +72,9 @@ class ResultsStore:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
-                                       check_same_thread=False)
+            self._db = sqlite3.connect(
+                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -136,15 +137,26 @@ class ResultsStore:
                 "INSERT INTO jobs(job_id, run_id, model_name, model_sha256, device, unit, target, status,"
                 " error, started_at, finished_at, document) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    job["job_id"], run_id, job["model"]["name"], job["model"]["sha256"], job["device"],
-                    job.get("unit"), job["target"], job["status"], job.get("error"),
-                    job.get("started_at"), job.get("finished_at") or time.time(), json.dumps(job),
+                    job["job_id"],
+                    run_id,
+                    job["model"]["name"],
+                    job["model"]["sha256"],
+                    job["device"],
+                    job.get("unit"),
+                    job["target"],
+                    job["status"],
+                    job.get("error"),
+                    job.get("started_at"),
+                    job.get("finished_at") or time.time(),
+                    json.dumps(job),
                 ),
             )
 
     def finish_run(self, run_id: str, status: str) -> None:
         with self._transaction() as db:
-            db.execute("UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, time.time(), run_id))
+            db.execute(
+                "UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, time.time(), run_id)
+            )
 
     # -- reading -------------------------------------------------------------------------
 
@@ -214,3 +226,70 @@ class ResultsStore:
     def job_status_totals(self) -> dict[str, int]:
         rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         return {str(s): int(c) for s, c in rows}
+
+    # -- metrics: what farm/metrics/collector.py reads at every scrape --------------------
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """Reads inside see the store at one instant: a scrape never mixes two states of it."""
+        try:
+            self._db.execute("BEGIN DEFERRED")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        finally:
+            self._db.execute("ROLLBACK")
+
+    def latest_job_ids(self) -> list[str]:
+        """job_id of the newest successful job per (model, device, target), as `latest_jobs()`."""
+        # SQLite takes a bare column from the row that holds the MAX().
+        rows = self._db.execute(
+            "SELECT job_id, MAX(finished_at) FROM jobs WHERE status='ok' GROUP BY model_name, device, target"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def job_fields(self, job_ids: list[str], paths: tuple[str, ...]) -> dict[str, list[Any]]:
+        """job_id -> the values at `paths` (`$.latency_ms.p50`, ...) of its document, parsed in SQLite."""
+        found: dict[str, list[Any]] = {}
+        if not paths:
+            return found
+        placeholders = ",".join("?" * len(paths))
+        # A path that never exists makes json_extract answer a JSON array even for one path.
+        for start in range(0, len(job_ids), 500):
+            chunk = job_ids[start : start + 500]
+            rows = self._db.execute(
+                f"SELECT job_id, json_extract(document, {placeholders}, '$.__farm_none__') FROM jobs"
+                f" WHERE job_id IN ({','.join('?' * len(chunk))})",
+                (*paths, *chunk),
+            ).fetchall()
+            for job_id, values in rows:
+                found[str(job_id)] = json.loads(values)[: len(paths)]
+        return found
+
+    def job_duration_buckets(
+        self, bounds_s: tuple[float, ...]
+    ) -> list[tuple[str, str, int, int, float, list[int]]]:
+        """Per (device, status): jobs, jobs with a start time, their summed duration, and how many
+        took at most each bound (cumulative, as Prometheus buckets are)."""
+        buckets = ", ".join("SUM(finished_at - started_at <= ?)" for _ in bounds_s)
+        rows = self._db.execute(
+            f"SELECT device, status, COUNT(*), COUNT(started_at), TOTAL(finished_at - started_at)"
+            f"{', ' + buckets if bounds_s else ''} FROM jobs GROUP BY device, status",
+            bounds_s,
+        ).fetchall()
+        return [
+            (str(r[0]), str(r[1]), int(r[2]), int(r[3]), float(r[4]), [int(n or 0) for n in r[5:]])
+            for r in rows
+        ]
+
+    def last_finished_runs(self, kind: str) -> dict[str, float]:
+        """suite ('' for none) -> when its newest complete run of `kind` finished."""
+        rows = self._db.execute(
+            "SELECT COALESCE(suite, ''), MAX(finished_at) FROM runs"
+            " WHERE kind=? AND status='complete' AND finished_at IS NOT NULL GROUP BY COALESCE(suite, '')",
+            (kind,),
+        ).fetchall()
+        return {str(r[0]): float(r[1]) for r in rows}

@@ -37,9 +37,7 @@ class Target:
     def parse(cls, text: str) -> Target:
         name = text.strip().lower()
         if name not in KNOWN_TARGETS:
-            raise UsageError(
-                f"unknown target {text!r}; known targets: {', '.join(KNOWN_TARGETS)}"
-            )
+            raise UsageError(f"unknown target {text!r}; known targets: {', '.join(KNOWN_TARGETS)}")
         runtime, backend = name.split("/", 1)
         return cls(runtime, backend)
 

@@ -38,9 +38,7 @@ class HostAgent(DeviceAgent):
         props = {"device": "cpu", "onnxruntime": ort.__version__, "cpus": str(os.cpu_count() or 0)}
         units = [DeviceUnit(profile="host-cpu", serial=serial, platform=self.platform, properties=props)]
         if "CUDAExecutionProvider" in _providers_here() and "host-cuda" in self.settings.profiles:
-            units.append(
-                DeviceUnit("host-cuda", serial, self.platform, {**props, "device": "cuda"})
-            )
+            units.append(DeviceUnit("host-cuda", serial, self.platform, {**props, "device": "cuda"}))
         return units
 
     def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:

@@ -56,8 +56,12 @@ def _reference(check: ReferenceCheck) -> dict[str, Any]:
     return {
         "outputs": {
             name: {
-                "max_abs": _finite(d.max_abs), "mean_abs": _finite(d.mean_abs), "rmse": _finite(d.rmse),
-                "cosine": _finite(d.cosine), "snr_db": _finite(d.snr_db), "shape_matches": d.shape_matches,
+                "max_abs": _finite(d.max_abs),
+                "mean_abs": _finite(d.mean_abs),
+                "rmse": _finite(d.rmse),
+                "cosine": _finite(d.cosine),
+                "snr_db": _finite(d.snr_db),
+                "shape_matches": d.shape_matches,
             }
             for name, d in check.outputs.items()
         },
@@ -71,11 +75,16 @@ def slim_trace(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     slim = []
     for event in events:
         args = event.get("args") or {}
-        slim.append({
-            "name": event.get("name"), "cat": event.get("cat"), "ph": event.get("ph", "X"),
-            "ts": event.get("ts"), "dur": event.get("dur"),
-            "args": {k: args[k] for k in TRACE_ARGS if k in args},
-        })
+        slim.append(
+            {
+                "name": event.get("name"),
+                "cat": event.get("cat"),
+                "ph": event.get("ph", "X"),
+                "ts": event.get("ts"),
+                "dur": event.get("dur"),
+                "args": {k: args[k] for k in TRACE_ARGS if k in args},
+            }
+        )
     return slim
 
 
@@ -98,8 +107,14 @@ def job_document(
         error=None,
         runner=run.runner,
         latency_ms={
-            "p50": stats.p50, "p90": stats.p90, "p99": stats.p99, "mean": stats.mean,
-            "min": stats.min, "max": stats.max, "std": stats.std, "cv": stats.cv,
+            "p50": stats.p50,
+            "p90": stats.p90,
+            "p99": stats.p99,
+            "mean": stats.mean,
+            "min": stats.min,
+            "max": stats.max,
+            "std": stats.std,
+            "cv": stats.cv,
             "samples": list(stats.samples),
         },
         load_ms=run.load_ms,

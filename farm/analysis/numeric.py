@@ -50,7 +50,9 @@ class OutputDiff:
     shape_matches: bool = True
 
     def passes(self, tolerance: Tolerance) -> bool:
-        return self.shape_matches and self.snr_db >= tolerance.snr_db_min and self.cosine >= tolerance.cosine_min
+        return (
+            self.shape_matches and self.snr_db >= tolerance.snr_db_min and self.cosine >= tolerance.cosine_min
+        )
 
 
 def diff_output(reference: np.ndarray, actual: np.ndarray) -> OutputDiff:
@@ -72,10 +74,8 @@ def diff_output(reference: np.ndarray, actual: np.ndarray) -> OutputDiff:
     else:
         snr = min(MAX_SNR_DB, 10.0 * math.log10(signal / noise))
     norms = float(np.linalg.norm(ref) * np.linalg.norm(got))
-    if norms == 0.0:
-        cosine = 1.0 if noise == 0.0 else 0.0
-    else:
-        cosine = float(np.dot(ref, got) / norms)
+    # two all-zero outputs agree perfectly; one all-zero output does not agree at all
+    cosine = float(np.dot(ref, got) / norms) if norms else (1.0 if noise == 0.0 else 0.0)
     return OutputDiff(
         max_abs=float(abs_err.max()),
         mean_abs=float(abs_err.mean()),

@@ -17,10 +17,7 @@ KERNEL_SUFFIX = "_kernel_time"
 
 def node_events(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The per-kernel events (category `Node`, name `<node>_kernel_time`)."""
-    return [
-        e for e in events
-        if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)
-    ]
+    return [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)]
 
 
 def op_timings(events: Iterable[Mapping[str, Any]]) -> list[OpTiming]:
@@ -33,8 +30,9 @@ def op_timings(events: Iterable[Mapping[str, Any]]) -> list[OpTiming]:
         durations[name].append(float(event.get("dur", 0.0)))
         meta.setdefault(name, (str(args.get("op_name", "")), str(args.get("provider", ""))))
     return [
-        OpTiming(name=name, op_type=meta[name][0], provider=meta[name][1],
-                 mean_us=sum(d) / len(d), calls=len(d))
+        OpTiming(
+            name=name, op_type=meta[name][0], provider=meta[name][1], mean_us=sum(d) / len(d), calls=len(d)
+        )
         for name, d in durations.items()
     ]
 

@@ -25,8 +25,15 @@ from farm.targets import parse_targets
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
-def compile_command(state: CliState, model: Path, targets: str, shapes: tuple[str, ...],
-                    coreml_precision: str, report_only: bool, as_json: bool) -> None:
+def compile_command(
+    state: CliState,
+    model: Path,
+    targets: str,
+    shapes: tuple[str, ...],
+    coreml_precision: str,
+    report_only: bool,
+    as_json: bool,
+) -> None:
     """Compile MODEL for each target and print what the compiler did."""
     from farm.artifacts import ArtifactStore
     from farm.compile import compile_for_target
@@ -41,17 +48,26 @@ def compile_command(state: CliState, model: Path, targets: str, shapes: tuple[st
     reports: list[dict[str, Any]] = []
     for target in wanted:
         try:
-            artifact = compile_for_target(model, target, store, input_shapes=input_shapes,
-                                          coreml_precision=coreml_precision)
+            artifact = compile_for_target(
+                model, target, store, input_shapes=input_shapes, coreml_precision=coreml_precision
+            )
         except FarmError as exc:
             if not report_only:
                 raise
             reports.append({"target": target.name, "error": exc.message})
             continue
-        reports.append({"target": target.name, "artifact": str(artifact.path), "sha256": artifact.sha256,
-                        "report": artifact.report.to_dict()})
+        reports.append(
+            {
+                "target": target.name,
+                "artifact": str(artifact.path),
+                "sha256": artifact.sha256,
+                "report": artifact.report.to_dict(),
+            }
+        )
     if as_json:
-        sys.stdout.write(json.dumps({"model": {"name": info.name, "sha256": info.sha256}, "targets": reports}) + "\n")
+        sys.stdout.write(
+            json.dumps({"model": {"name": info.name, "sha256": info.sha256}, "targets": reports}) + "\n"
+        )
         return
     console = Console()
     for entry in reports:
@@ -59,8 +75,10 @@ def compile_command(state: CliState, model: Path, targets: str, shapes: tuple[st
             console.print(f"[bold]{entry['target']}[/bold]: [red]{entry['error']}[/red]")
             continue
         rep = entry["report"]
-        console.print(f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']}, "
-                      f"precision {rep['precision']}, partitions {rep['partitions']}, artifact {entry['artifact']}")
+        console.print(
+            f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']}, "
+            f"precision {rep['precision']}, partitions {rep['partitions']}, artifact {entry['artifact']}"
+        )
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
             console.print(f"  op changes: {changes}")

@@ -39,7 +39,9 @@ class CliState:
     def agent_settings(self, profiles: dict[str, DeviceProfile], adb: tuple[str, ...] = ()) -> AgentSettings:
         env_adb = tuple(a for a in os.environ.get("FARM_ADB_DEVICES", "").split(",") if a.strip())
         key = os.environ.get("FARM_ADB_KEY")
-        extra = {k[len("FARM_AGENT_"):].lower(): v for k, v in os.environ.items() if k.startswith("FARM_AGENT_")}
+        extra = {
+            k[len("FARM_AGENT_") :].lower(): v for k, v in os.environ.items() if k.startswith("FARM_AGENT_")
+        }
         return AgentSettings(
             profiles=profiles,
             adb_tcp_addresses=tuple(adb) + env_adb,

@@ -33,8 +33,14 @@ def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any
             problems.append(f"{platform}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
             continue
         for unit in found:
-            units.append({"profile": unit.profile, "serial": unit.serial, "platform": unit.platform,
-                          "properties": unit.properties})
+            units.append(
+                {
+                    "profile": unit.profile,
+                    "serial": unit.serial,
+                    "platform": unit.platform,
+                    "properties": unit.properties,
+                }
+            )
     return units, problems
 
 
@@ -50,9 +56,15 @@ def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         document = {
             "profiles": [
-                {"name": p.name, "display_name": p.display_name, "platform": p.platform, "soc": p.soc,
-                 "accelerators": list(p.accelerators), "targets": [t.name for t in p.targets],
-                 "attached": sum(1 for u in units if u["profile"] == p.name)}
+                {
+                    "name": p.name,
+                    "display_name": p.display_name,
+                    "platform": p.platform,
+                    "soc": p.soc,
+                    "accelerators": list(p.accelerators),
+                    "targets": [t.name for t in p.targets],
+                    "attached": sum(1 for u in units if u["profile"] == p.name),
+                }
                 for p in profiles.values()
             ],
             "units": units,
@@ -66,12 +78,19 @@ def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
         table.add_column(column)
     for p in profiles.values():
         attached = [u["serial"] for u in units if u["profile"] == p.name]
-        table.add_row(p.name, p.platform, p.soc, ", ".join(t.name for t in p.targets),
-                      ", ".join(attached) if attached else "[dim]none[/dim]")
+        table.add_row(
+            p.name,
+            p.platform,
+            p.soc,
+            ", ".join(t.name for t in p.targets),
+            ", ".join(attached) if attached else "[dim]none[/dim]",
+        )
     console.print(table)
     unknown = [u for u in units if u["profile"] not in profiles]
     for unit in unknown:
-        console.print(f"[yellow]unit {unit['serial']} ({unit['platform']}) matches no profile[/yellow]: "
-                      f"{unit['properties'].get('hint', 'write one in device_profiles/')}")
+        console.print(
+            f"[yellow]unit {unit['serial']} ({unit['platform']}) matches no profile[/yellow]: "
+            f"{unit['properties'].get('hint', 'write one in device_profiles/')}"
+        )
     for problem in problems:
         console.print(f"[dim]{problem}[/dim]")

@@ -12,7 +12,9 @@ from farm.cli.context import CliState
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
-@click.option("--home", type=click.Path(path_type=Path), help="Farm directory (default: $FARM_HOME or ~/.cache/farm).")
+@click.option(
+    "--home", type=click.Path(path_type=Path), help="Farm directory (default: $FARM_HOME or ~/.cache/farm)."
+)
 @click.option("--profiles-dir", type=click.Path(path_type=Path), help="Device profiles directory.")
 @click.version_option(package_name="farm")
 @click.pass_context

@@ -26,8 +26,9 @@ def _store(state: CliState) -> ResultsStore:
 def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
     row = store.run(store.resolve_run_id(run_id))
     document = dict(row.document)
-    document.update(status=row.status, created_at=row.created_at, finished_at=row.finished_at,
-                    jobs=store.jobs(row.run_id))
+    document.update(
+        status=row.status, created_at=row.created_at, finished_at=row.finished_at, jobs=store.jobs(row.run_id)
+    )
     return document
 
 
@@ -41,9 +42,16 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
     with _store(state) as store:
         rows = store.runs(limit=limit)
         listing = [
-            {"run_id": r.run_id, "created_at": r.created_at, "finished_at": r.finished_at, "kind": r.kind,
-             "suite": r.suite, "status": r.status, "model": r.document.get("model", {}).get("name"),
-             "jobs": store.job_counts(r.run_id)}
+            {
+                "run_id": r.run_id,
+                "created_at": r.created_at,
+                "finished_at": r.finished_at,
+                "kind": r.kind,
+                "suite": r.suite,
+                "status": r.status,
+                "model": r.document.get("model", {}).get("name"),
+                "jobs": store.job_counts(r.run_id),
+            }
             for r in rows
         ]
     if as_json:
@@ -53,9 +61,14 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
     for column in ("run", "when (UTC)", "kind", "model", "status", "jobs ok/failed"):
         table.add_column(column)
     for r in listing:
-        table.add_row(r["run_id"], time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"])), r["kind"],
-                      str(r["model"] or r["suite"] or "-"), r["status"],
-                      f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}")
+        table.add_row(
+            r["run_id"],
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["created_at"])),
+            r["kind"],
+            str(r["model"] or r["suite"] or "-"),
+            r["status"],
+            f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}",
+        )
     Console().print(table)
 
 

@@ -61,11 +61,18 @@ def _tolerance(text: str | None) -> Tolerance | None:
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--devices", "-d", default="host-cpu", show_default=True,
-              help="Profiles (pixel8), units (pixel8:SERIAL), comma-separated.")
+@click.option(
+    "--devices",
+    "-d",
+    default="host-cpu",
+    show_default=True,
+    help="Profiles (pixel8), units (pixel8:SERIAL), comma-separated.",
+)
 @click.option("--targets", "-t", help="Narrow the profiles' targets, e.g. ort/cpu,coreml/ane.")
 @click.option("--runs", "-n", type=int, default=DEFAULT_TIMED_RUNS, show_default=True, help="Timed runs.")
-@click.option("--warmup", type=int, default=DEFAULT_WARMUP_RUNS, show_default=True, help="Untimed warm-up runs.")
+@click.option(
+    "--warmup", type=int, default=DEFAULT_WARMUP_RUNS, show_default=True, help="Untimed warm-up runs."
+)
 @click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
 @click.option("--inputs", "inputs_npz", type=click.Path(path_type=Path), help=".npz of input arrays by name.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of generated inputs.")
@@ -78,23 +85,50 @@ def _tolerance(text: str | None) -> Tolerance | None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
-def submit(state: CliState, model: Path, devices: str, targets: str | None, runs: int, warmup: int,
-           shapes: tuple[str, ...], inputs_npz: Path | None, seed: int, threads: int | None,
-           tolerance: str | None, no_profile: bool, coreml_precision: str, address: str | None,
-           adb: tuple[str, ...], as_json: bool) -> None:
+def submit(
+    state: CliState,
+    model: Path,
+    devices: str,
+    targets: str | None,
+    runs: int,
+    warmup: int,
+    shapes: tuple[str, ...],
+    inputs_npz: Path | None,
+    seed: int,
+    threads: int | None,
+    tolerance: str | None,
+    no_profile: bool,
+    coreml_precision: str,
+    address: str | None,
+    adb: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Compile MODEL per target, run it on the devices, and report."""
     from farm.controller.cluster import ClusterConfig
-    from farm.controller.pipeline import SubmitRequest, submit as run_submit
+    from farm.controller.pipeline import SubmitRequest
+    from farm.controller.pipeline import submit as run_submit
     from farm.reports.terminal import print_run
 
     request = SubmitRequest(
-        model_path=model, devices=devices, targets=parse_targets(targets), runs=runs, warmup=warmup,
-        shapes=parse_shapes(shapes), inputs_npz=inputs_npz, seed=seed, tolerance=_tolerance(tolerance),
-        intra_op_threads=threads, profile_ops=not no_profile, coreml_precision=coreml_precision,
+        model_path=model,
+        devices=devices,
+        targets=parse_targets(targets),
+        runs=runs,
+        warmup=warmup,
+        shapes=parse_shapes(shapes),
+        inputs_npz=inputs_npz,
+        seed=seed,
+        tolerance=_tolerance(tolerance),
+        intra_op_threads=threads,
+        profile_ops=not no_profile,
+        coreml_precision=coreml_precision,
     )
     profiles = state.profiles()
     document = run_submit(
-        request, home=state.home, profiles=profiles, settings=state.agent_settings(profiles, adb),
+        request,
+        home=state.home,
+        profiles=profiles,
+        settings=state.agent_settings(profiles, adb),
         cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
         progress=StderrProgress(),
     )

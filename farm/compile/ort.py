@@ -79,8 +79,14 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
     with tempfile.TemporaryDirectory(prefix="farm-compile-") as tmp:
         shipped = Path(tmp) / "model.onnx"
         level = SHIPPED_LEVEL.get(target.backend, "basic")
-        _optimise(model_path, level, ["CPUExecutionProvider"] if target.backend != "cuda" else
-                  [p for p in providers if p in here] or ["CPUExecutionProvider"], shipped)
+        _optimise(
+            model_path,
+            level,
+            ["CPUExecutionProvider"]
+            if target.backend != "cuda"
+            else [p for p in providers if p in here] or ["CPUExecutionProvider"],
+            shipped,
+        )
         if providers[0] in here:
             reported = Path(tmp) / "report.onnx"
             placement, note = _optimise(model_path, "all", providers, reported)
@@ -96,7 +102,9 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         if note:
             notes.append(note)
         if level != "extended" and providers[0] in here:
-            notes.append(f"shipped at ORT_ENABLE_{level.upper()}: the device's runtime fuses for its provider")
+            notes.append(
+                f"shipped at ORT_ENABLE_{level.upper()}: the device's runtime fuses for its provider"
+            )
         sha, path = store.put(shipped, "model.onnx")
     report = CompileReport(
         target=target.name,

@@ -21,31 +21,54 @@ def _worst_output(job: dict[str, Any]) -> dict[str, Any] | None:
     outputs = job.get("reference", {}).get("outputs", {})
     if not outputs:
         return None
-    return min(outputs.values(), key=lambda o: -1e9 if o["snr_db"] is None else o["snr_db"])
+    worst: dict[str, Any] = min(outputs.values(), key=lambda o: -1e9 if o["snr_db"] is None else o["snr_db"])
+    return worst
 
 
 def summary_table(jobs: list[dict[str, Any]]) -> Table:
     table = Table(title="Latency and accuracy per device and target", title_justify="left")
     for column, justify in [
-        ("device", "left"), ("target", "left"), ("status", "left"), ("p50 ms", "right"),
-        ("p90 ms", "right"), ("p99 ms", "right"), ("cv", "right"), ("first ms", "right"),
-        ("load ms", "right"), ("peak MB", "right"), ("nodes", "right"), ("CPU fallbacks", "right"),
-        ("SNR dB", "right"), ("max |err|", "right"), ("ref", "left"),
+        ("device", "left"),
+        ("target", "left"),
+        ("status", "left"),
+        ("p50 ms", "right"),
+        ("p90 ms", "right"),
+        ("p99 ms", "right"),
+        ("cv", "right"),
+        ("first ms", "right"),
+        ("load ms", "right"),
+        ("peak MB", "right"),
+        ("nodes", "right"),
+        ("CPU fallbacks", "right"),
+        ("SNR dB", "right"),
+        ("max |err|", "right"),
+        ("ref", "left"),
     ]:
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for job in jobs:
         if job["status"] != "ok":
-            table.add_row(job["device"], job["target"], Text("failed", style="red"),
-                          *["-"] * 11, Text(job.get("error", "")[:60], style="red"))
+            table.add_row(
+                job["device"],
+                job["target"],
+                Text("failed", style="red"),
+                *["-"] * 11,
+                Text(job.get("error", "")[:60], style="red"),
+            )
             continue
         lat = job["latency_ms"]
         worst = _worst_output(job)
         compile_ = job["compile"]
         passed = job["reference"]["passed"]
         table.add_row(
-            job["device"], job["target"], Text("ok", style="green"),
-            _ms(lat["p50"]), _ms(lat["p90"]), _ms(lat["p99"]), f"{lat['cv']:.3f}",
-            _ms(job["first_inference_ms"]), _ms(job["load_ms"]),
+            job["device"],
+            job["target"],
+            Text("ok", style="green"),
+            _ms(lat["p50"]),
+            _ms(lat["p90"]),
+            _ms(lat["p99"]),
+            f"{lat['cv']:.3f}",
+            _ms(job["first_inference_ms"]),
+            _ms(job["load_ms"]),
             "-" if job["peak_memory_mb"] is None else f"{job['peak_memory_mb']:.1f}",
             f"{compile_['nodes_before']}->{compile_['nodes_after']}",
             str(len(job["fallback_ops"])),
@@ -61,8 +84,13 @@ def ops_table(job: dict[str, Any], top: int = TOP_OPS) -> Table:
     for column in ("node", "op type", "backend", "mean us", "share"):
         table.add_column(column, justify="right" if column in ("mean us", "share") else "left")
     for op in sorted(job["ops"], key=lambda o: -o["mean_us"])[:top]:
-        table.add_row(op["name"], op["op_type"], op["provider"].removesuffix("ExecutionProvider"),
-                      f"{op['mean_us']:.1f}", f"{op['share'] * 100:.1f}%")
+        table.add_row(
+            op["name"],
+            op["op_type"],
+            op["provider"].removesuffix("ExecutionProvider"),
+            f"{op['mean_us']:.1f}",
+            f"{op['share'] * 100:.1f}%",
+        )
     return table
 
 
@@ -70,8 +98,10 @@ def compile_lines(job: dict[str, Any]) -> Text:
     compile_ = job["compile"]
     text = Text()
     text.append(f"{job['device']} {job['target']}: ", style="bold")
-    text.append(f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']}, precision {job['precision']}, "
-                f"placement {compile_['placement'] or job['placement']}, partitions {compile_['partitions']}\n")
+    text.append(
+        f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']}, precision {job['precision']}, "
+        f"placement {compile_['placement'] or job['placement']}, partitions {compile_['partitions']}\n"
+    )
     fused = [f"{f['op_type']} {f['before']}->{f['after']}" for f in compile_["fusions"]]
     if fused:
         text.append("  op changes: " + ", ".join(fused) + "\n")
@@ -84,8 +114,10 @@ def render_run(document: dict[str, Any]) -> Group:
     model = document["model"]
     header = Text()
     header.append(f"run {document['run_id']}", style="bold")
-    header.append(f"  model {model['name']} (sha256 {model['sha256'][:12]}, opset {model['opset']}, "
-                  f"{model['nodes']} nodes)  status {document.get('status', '?')}\n")
+    header.append(
+        f"  model {model['name']} (sha256 {model['sha256'][:12]}, opset {model['opset']}, "
+        f"{model['nodes']} nodes)  status {document.get('status', '?')}\n"
+    )
     parts: list[Any] = [header, summary_table(document["jobs"])]
     for job in document["jobs"]:
         if job["status"] == "ok":

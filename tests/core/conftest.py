@@ -34,8 +34,15 @@ def ray_session() -> Iterator[None]:
     """One embedded Ray for the in-process CLI tests (`farm submit` reuses a running one)."""
     import ray
 
-    ray.init(address="local", include_dashboard=False, num_cpus=2, object_store_memory=128 * 1024 * 1024,
-             namespace="farm", log_to_driver=False, logging_level="ERROR")
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        num_cpus=2,
+        object_store_memory=128 * 1024 * 1024,
+        namespace="farm",
+        log_to_driver=False,
+        logging_level="ERROR",
+    )
     try:
         yield
     finally:
@@ -55,10 +62,14 @@ def farm_json(home: Path, *args: str, profiles_dir: Path | None = None) -> dict[
     return document
 
 
-def farm_process(home: Path, *args: str, env: dict[str, str] | None = None,
-                 timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+def farm_process(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout_s: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run the real `farm` entry point in a child process."""
     return subprocess.run(
         [sys.executable, "-m", "farm", "--home", str(home), *args],
-        capture_output=True, text=True, timeout=timeout_s, env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
     )

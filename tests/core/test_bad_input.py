@@ -49,7 +49,8 @@ def test_model_failing_the_checker(home: Path, tmp_path: Path) -> None:
     # Add takes two inputs; one given
     node = helper.make_node("Add", ["x"], ["y"], name="broken_add")
     graph = helper.make_graph(
-        [node], "broken",
+        [node],
+        "broken",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
     )
@@ -110,8 +111,9 @@ def test_inputs_npz_with_wrong_dtype(home: Path, model: Path, tmp_path: Path) ->
         ("name: host-cpu\nplatform: host\ntargets: [ort/cpu]\nthermal: {cooldown_s: soon}\n", "cooldown_s"),
     ],
 )
-def test_invalid_profile_names_file_and_field(home: Path, model: Path, tmp_path: Path, content: str,
-                                              needle: str) -> None:
+def test_invalid_profile_names_file_and_field(
+    home: Path, model: Path, tmp_path: Path, content: str, needle: str
+) -> None:
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     (profiles / "host-cpu.yaml").write_text(content)

@@ -33,8 +33,12 @@ def _embedding_model(tmp_path: Path) -> Path:
     table = helper.make_tensor("table", TensorProto.FLOAT, [7, 4], np.arange(28, dtype=np.float32).tolist())
     node = helper.make_node("Gather", ["table", "ids"], ["emb"], name="embed")
     graph = helper.make_graph(
-        [node], "emb", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["batch", "seq", 4])], [table])
+        [node],
+        "emb",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["batch", "seq", 4])],
+        [table],
+    )
     path = tmp_path / "emb.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path

@@ -10,9 +10,17 @@ from farm.store import MIGRATIONS, ResultsStore
 
 
 def _job(run_id: str, job_id: str, status: str = "ok", finished_at: float = 1.0) -> dict[str, object]:
-    return {"job_id": job_id, "run_id": run_id, "model": {"name": "m", "sha256": "a" * 64},
-            "device": "host-cpu", "unit": "u", "target": "ort/cpu", "status": status,
-            "finished_at": finished_at, "latency_ms": {"p50": 1.0}}
+    return {
+        "job_id": job_id,
+        "run_id": run_id,
+        "model": {"name": "m", "sha256": "a" * 64},
+        "device": "host-cpu",
+        "unit": "u",
+        "target": "ort/cpu",
+        "status": status,
+        "finished_at": finished_at,
+        "latency_ms": {"p50": 1.0},
+    }
 
 
 def test_schema_is_versioned_and_reopens(tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ def test_submit_as_a_user_would(home: Path, model: Path) -> None:
     """The real entry point in its own process: report, valid JSON, the run stored, no processes left."""
     marker = f"FARM_TEST_MARKER={uuid.uuid4().hex}"
     env = dict(os.environ, FARM_TEST_MARKER=marker.split("=", 1)[1])
-    done = farm_process(home, "submit", str(model), "--devices", "host-cpu", "--runs", "20", "--json", env=env)
+    done = farm_process(
+        home, "submit", str(model), "--devices", "host-cpu", "--runs", "20", "--json", env=env
+    )
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)  # stdout holds one JSON document and nothing else
     jsonschema.validate(document, SCHEMA)

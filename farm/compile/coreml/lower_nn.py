@@ -258,14 +258,16 @@ def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         raise NotLowerable(f"Resize mode {mode!r} is not supported")
     if coords not in ("align_corners", "half_pixel", "pytorch_half_pixel", "asymmetric"):
         raise NotLowerable(f"linear Resize with coordinate_transformation_mode {coords!r} is not supported")
+    # align_corners=False samples at half-pixel centres; asymmetric needs them off (iOS16+ ops).
+    kwargs = {"half_pixel_centers": False} if coords == "asymmetric" else {}
     return [
         lw.mb.upsample_bilinear(
             x=x,
             scale_factor_height=float(factors[0]),
             scale_factor_width=float(factors[1]),
             align_corners=coords == "align_corners",
-            half_pixel_centers=coords in ("half_pixel", "pytorch_half_pixel"),
             name=lw.name(node),
+            **kwargs,
         )
     ]
 

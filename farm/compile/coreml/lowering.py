@@ -167,6 +167,9 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
                 results = lower(lw, node)
             except NotLowerable as exc:
                 raise NotLowerable(f"{node.op_type} ({node_label(node)}): {exc}") from exc
+            except (ValueError, TypeError, IndexError, AssertionError, NotImplementedError) as exc:
+                # MIL's type inference rejected what the lowering built: shapes or dtypes that do not fit.
+                raise NotLowerable(f"{node.op_type} ({node_label(node)}): MIL rejected it: {exc}") from exc
             for out_name, result in zip(node.output, results, strict=False):
                 if out_name:
                     lw.values[out_name] = as_mil_array(result) if isinstance(result, np.ndarray) else result
