@@ -30,6 +30,7 @@ from pymobiledevice3.exceptions import (
     AppNotInstalledError,
     ConnectionTerminatedError,
     NoDeviceConnectedError,
+    PasswordRequiredError,
 )
 
 from agents.ios.provider import ContainerFiles, InstallationProxy, Lockdown, ProcessControl
@@ -151,6 +152,8 @@ class FakePhone:
         self.apps: dict[str, InstalledApp] = {}
         self.processes: dict[int, FakeProcess] = {}
         self.plugged = True
+        #: the phone is locked with a passcode and has not trusted this host
+        self.pairing_refused = False
         #: successive readings of ProcessInfo.thermalState; the last one repeats
         self.thermal_readings: list[str] = ["nominal"]
         #: every service call, as (operation, path or bundle id), for tests to count
@@ -340,6 +343,8 @@ class FakeProvider:
         phone = self.phones.get(serial)
         if phone is None or not phone.plugged:
             raise NoDeviceConnectedError()
+        if phone.pairing_refused:
+            raise PasswordRequiredError("the device is locked with a passcode; unlock it and trust this host")
         return phone
 
     @asynccontextmanager

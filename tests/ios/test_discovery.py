@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
+from agents.base import RunRequest
 from agents.ios.agent import IosAgent
 from agents.ios.fakes import FakePhone
+from farm.errors import DeviceAuthError
 
 from .conftest import IPHONE13
 
@@ -65,3 +69,20 @@ def test_health_reports_the_battery_and_a_lost_phone(
     phone.plugged = False
     lost = agent.health(unit)
     assert not lost.up and "disconnected" in lost.reason
+
+
+def test_a_phone_that_refuses_pairing_is_an_auth_error_not_a_lost_one(
+    make_agent: Callable[..., IosAgent],
+    make_phone: Callable[..., FakePhone],
+    make_request: Callable[..., RunRequest],
+) -> None:
+    phone = make_phone()
+    agent = make_agent(phone)
+    (unit,) = agent.discover()
+    phone.pairing_refused = True
+
+    assert agent.discover() == []
+    assert "refused the pairing" in agent.health(unit).reason
+    with pytest.raises(DeviceAuthError) as caught:
+        agent.prepare(unit, make_request())
+    assert not caught.value.retryable and "accept" in caught.value.hint
