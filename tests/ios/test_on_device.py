@@ -2,8 +2,8 @@
 
 Needs: an iPhone 15 / 15 Pro on USB, paired and trusted, Developer Mode on, the developer image
 mounted, `sudo pymobiledevice3 remote tunneld` running (iOS 17+), FarmRunner installed or
-FARM_IOS_APP_PACKAGE naming its .ipa, and FARM_IOS_MODEL naming a CoreML model (.mlpackage) with float32 inputs FARM_IOS_INPUTS
-(`name:1x3x224x224;other:1x8`).
+FARM_IOS_APP_PACKAGE naming its .ipa, FARM_IOS_MODEL naming a CoreML model (.mlpackage)
+and FARM_IOS_INPUTS its float32 input shapes (`name:1x3x224x224;other:1x8`).
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ def test_a_coreml_model_runs_with_placement(real_agent: IosAgent, unit: DeviceUn
     sha = hashlib.sha256()
     for path in sorted(p for p in model.rglob("*") if p.is_file()) if model.is_dir() else [model]:
         sha.update(path.read_bytes())
-    shapes = dict(item.split(":") for item in os.environ["FARM_IOS_INPUTS"].split(";"))  # name:1x3x224x224;...
-        k.split("=")[0]: v for k, v in (item.split(":") for item in os.environ["FARM_IOS_INPUTS"].split(";"))
+    # FARM_IOS_INPUTS: name:1x3x224x224;other:1x8 (float32 each)
+    shapes = dict(item.split(":") for item in os.environ["FARM_IOS_INPUTS"].split(";"))
+    rng = np.random.default_rng(0)
+    inputs = {
+        name: rng.random([int(d) for d in dims.split("x")], dtype=np.float32) for name, dims in shapes.items()
     }
-    inputs = {name: np.random.default_rng(0).random([int(d) for d in dims.split("x")], dtype=np.float32)
-              for name, dims in shapes.items()}  # fmt: skip
     request = RunRequest(
         model, sha.hexdigest(), Target.parse(target), inputs, warmup=3, runs=10, timeout_s=300
     )
