@@ -167,7 +167,6 @@ def lower_erf(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.erf(x=lw.var(node.input[0]), name=lw.name(node))]
 
 
-
 ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "Relu": lower_relu,
     "LeakyRelu": lower_leaky_relu,

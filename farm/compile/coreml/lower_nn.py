@@ -110,10 +110,16 @@ def _conv_transpose_pads(
     if any(d is None for d in in_dims):
         raise NotLowerable("ConvTranspose with output_shape or SAME padding needs static spatial input dims")
     sizes = [int(d) for d in in_dims if d is not None]
-    targets = list(output_shape)[-spatial:] if output_shape is not None else [s * st for s, st in zip(sizes, strides)]
+    targets = (
+        list(output_shape)[-spatial:]
+        if output_shape is not None
+        else [s * st for s, st in zip(sizes, strides, strict=True)]
+    )
     begin, end = [], []
     for i in range(spatial):
-        total = strides[i] * (sizes[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - int(targets[i])
+        total = (
+            strides[i] * (sizes[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - int(targets[i])
+        )
         total = max(total, 0)
         small, large = total // 2, total - total // 2
         if auto_pad == "SAME_LOWER":
@@ -135,7 +141,13 @@ def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     if len(x.shape) in (3, 4, 5):
         return [
             lw.mb.batch_norm(
-                x=x, mean=mean, variance=var, gamma=scale, beta=bias, epsilon=np.float32(epsilon), name=lw.name(node)
+                x=x,
+                mean=mean,
+                variance=var,
+                gamma=scale,
+                beta=bias,
+                epsilon=np.float32(epsilon),
+                name=lw.name(node),
             )
         ]
     factor = (scale / np.sqrt(var + epsilon)).astype(np.float32)
@@ -178,7 +190,9 @@ def _pool(mil_op: str) -> LowerFn:
 def _global_pool(mil_op: str) -> LowerFn:
     def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         axes = list(range(2, lw.rank(node.input[0])))
-        return [getattr(lw.mb, mil_op)(x=lw.var(node.input[0]), axes=axes, keep_dims=True, name=lw.name(node))]
+        return [
+            getattr(lw.mb, mil_op)(x=lw.var(node.input[0]), axes=axes, keep_dims=True, name=lw.name(node))
+        ]
 
     lower.__name__ = f"lower_global_{mil_op}"
     return lower
@@ -222,8 +236,14 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         kwargs: dict[str, Any] = {}
         if c is not None:
             kwargs["bias"] = np.broadcast_to(c * np.float32(beta), (weight.shape[0],)).astype(np.float32)
-        return [lw.mb.linear(x=lw.var(node.input[0]), weight=weight.astype(np.float32), name=lw.name(node), **kwargs)]
-    y = lw.mb.matmul(x=lw.var(node.input[0]), y=lw.var(node.input[1]), transpose_x=trans_a, transpose_y=trans_b)
+        return [
+            lw.mb.linear(
+                x=lw.var(node.input[0]), weight=weight.astype(np.float32), name=lw.name(node), **kwargs
+            )
+        ]
+    y = lw.mb.matmul(
+        x=lw.var(node.input[0]), y=lw.var(node.input[1]), transpose_x=trans_a, transpose_y=trans_b
+    )
     if alpha != 1.0:
         y = lw.mb.mul(x=y, y=np.float32(alpha))
     if not lw.has(node, 2):
@@ -248,10 +268,15 @@ def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
             coords in ("half_pixel", "pytorch_half_pixel") and nearest.startswith("round_prefer")
         )
         if not floor_like or any(f != int(f) for f in factors):
-            raise NotLowerable(f"nearest Resize with {coords}/{nearest} and scales {factors}: only integer upsampling")
+            raise NotLowerable(
+                f"nearest Resize with {coords}/{nearest} and scales {factors}: only integer upsampling"
+            )
         return [
             lw.mb.upsample_nearest_neighbor(
-                x=x, scale_factor_height=int(factors[0]), scale_factor_width=int(factors[1]), name=lw.name(node)
+                x=x,
+                scale_factor_height=int(factors[0]),
+                scale_factor_width=int(factors[1]),
+                name=lw.name(node),
             )
         ]
     if mode != "linear":

@@ -96,7 +96,7 @@ class Lowering:
         return len(self.shape(name))
 
     def static_dims(self, name: str) -> list[int | None]:
-        return [d if isinstance(d, (int, np.integer)) else None for d in self.shape(name)]
+        return [int(d) if isinstance(d, (int, np.integer)) else None for d in self.shape(name)]
 
     def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
         return node_attrs(node)
@@ -144,7 +144,9 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
     symbols: dict[str, Any] = {}
     for info in graph.inputs:
         if info.elem_type not in MIL_DTYPES:
-            raise NotLowerable(f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take")
+            raise NotLowerable(
+                f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take"
+            )
         shape = [d if isinstance(d, int) else symbols.setdefault(d, get_new_symbol()) for d in info.shape]
         name = mil_name(info.name)
         input_names[info.name] = name
@@ -179,7 +181,9 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
     return LoweredProgram(program=program, output_names=output_names, input_names=input_names)
 
 
-def _graph_outputs(lw: Lowering, graph: FoldedGraph, placeholders: set[Any]) -> tuple[list[Any], dict[str, str]]:
+def _graph_outputs(
+    lw: Lowering, graph: FoldedGraph, placeholders: set[Any]
+) -> tuple[list[Any], dict[str, str]]:
     outputs: list[Any] = []
     names: dict[str, str] = {}
     for info in graph.outputs:

@@ -131,12 +131,13 @@ def with_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int,
 
 def as_mil_array(value: np.ndarray) -> np.ndarray:
     """An ONNX constant in a dtype an ML Program holds: no 64-bit types there."""
-    array = np.asarray(value)
+    array: np.ndarray = np.asarray(value)
     if array.dtype == np.float64:
         return array.astype(np.float32)
     if array.dtype in (np.int64, np.uint64, np.uint32):
         info = np.iinfo(np.int32)
-        return np.clip(array, info.min, info.max).astype(np.int32)
+        clipped: np.ndarray = np.clip(array, info.min, info.max)
+        return clipped.astype(np.int32)
     if array.dtype in (np.int16, np.int8, np.uint16, np.uint8):
         return array.astype(np.int32)
     return array

@@ -1,0 +1,269 @@
+"""ONNX (or a ready .mlpackage) -> a CoreML ML Program artifact and its compile report."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from farm.compile.coreml.fold import FoldedGraph, fold_constants
+from farm.compile.coreml.lowering import LoweredProgram, NotLowerable, lower_graph
+from farm.compile.coreml.onnx_graph import (
+    MAX_OPSET,
+    MIN_OPSET,
+    default_opset,
+    load_onnx,
+    with_input_shapes,
+)
+from farm.compile.coreml.report import (
+    FP16_NOTE,
+    PLACEMENT_NOTE,
+    mil_casts,
+    mil_histogram,
+    spec_io,
+    spec_op_histogram,
+    spec_precision,
+    tree_sha256,
+)
+from farm.compile.coreml.table import lowering_table
+from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
+from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
+from farm.errors import CompileError, UsageError
+from farm.targets import COREML_COMPUTE_UNITS, Target
+
+PRECISIONS = ("fp16", "fp32")
+DEFAULT_PRECISION = "fp16"
+DEFAULT_DEPLOYMENT_TARGET = "iOS17"
+#: ML Programs need an upper bound on every flexible dim; a free ONNX dim gets [1, this]
+DEFAULT_MAX_FLEXIBLE_DIM = 4096
+PACKAGE_NAME = "model.mlpackage"
+
+
+@dataclass(frozen=True)
+class CoreMLOptions:
+    precision: str = DEFAULT_PRECISION
+    minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET
+    max_flexible_dim: int = DEFAULT_MAX_FLEXIBLE_DIM
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise UsageError(
+                f"unknown CoreML precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
+            )
+
+    def deployment_target(self) -> Any:
+        ct = import_coremltools()
+        target = getattr(ct.target, self.minimum_deployment_target, None)
+        if target is None or target < ct.target.iOS15:
+            raise UsageError(
+                f"minimum deployment target {self.minimum_deployment_target!r} cannot hold an ML Program",
+                hint="use iOS15 or later (iOS16, iOS17, iOS18), or the macOS equivalents",
+            )
+        return target
+
+
+def import_coremltools() -> Any:
+    try:
+        import coremltools
+    except ImportError as exc:
+        raise CompileError(
+            "CoreML targets need coremltools, which is not installed", hint="pip install 'farm[coreml]'"
+        ) from exc
+    return coremltools
+
+
+def prepare_graph(
+    model_path: Path, input_shapes: dict[str, tuple[int, ...]] | None
+) -> tuple[onnx.ModelProto, FoldedGraph]:
+    model = load_onnx(model_path)
+    if input_shapes:
+        model = with_input_shapes(model, input_shapes)
+    return model, fold_constants(model)
+
+
+def lower_checked(graph: FoldedGraph, options: CoreMLOptions) -> LoweredProgram:
+    """The lowered MIL program; a CompileError listing every unsupported op otherwise."""
+    table = lowering_table()
+    missing = find_unsupported(graph, table)
+    if missing:
+        raise CompileError(describe_unsupported(missing), hint="`farm compile --report-only` lists them too")
+    try:
+        return lower_graph(graph, table, options.deployment_target())
+    except NotLowerable as exc:
+        raise CompileError(f"cannot lower to CoreML: {exc}") from exc
+
+
+def convert_program(
+    lowered: LoweredProgram, graph: FoldedGraph, options: CoreMLOptions, compute_units: str
+) -> Any:
+    """coremltools' passes and serializer over the lowered program (which they consume)."""
+    ct = import_coremltools()
+    inputs = []
+    for info in graph.inputs:
+        if not info.is_static:
+            dims = [d if isinstance(d, int) else ct.RangeDim(1, options.max_flexible_dim) for d in info.shape]
+            inputs.append(ct.TensorType(name=lowered.input_names[info.name], shape=ct.Shape(dims)))
+    precision = ct.precision.FLOAT16 if options.precision == "fp16" else ct.precision.FLOAT32
+    try:
+        return ct.convert(
+            lowered.program,
+            convert_to="mlprogram",
+            compute_precision=precision,
+            minimum_deployment_target=options.deployment_target(),
+            compute_units=ct.ComputeUnit[compute_units],
+            inputs=inputs or None,
+            skip_model_load=True,
+        )
+    except (ValueError, TypeError, RuntimeError, NotImplementedError) as exc:
+        raise CompileError(f"coremltools rejected the lowered program: {exc}") from exc
+
+
+def compile_coreml(
+    model_path: Path,
+    target: Target,
+    out_dir: Path,
+    *,
+    precision: str = DEFAULT_PRECISION,
+    minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> CompiledArtifact:
+    """Compile `model_path` for a `coreml/*` target into `<out_dir>/model.mlpackage`."""
+    if target.runtime != "coreml":
+        raise UsageError(f"{target.name} is not a CoreML target")
+    options = CoreMLOptions(precision, minimum_deployment_target)
+    compute_units = COREML_COMPUTE_UNITS[target.backend]
+    package = out_dir / PACKAGE_NAME
+    if model_path.suffix == ".mlpackage":
+        return _take_package(model_path, target, package, compute_units)
+    started = time.perf_counter()
+    model, graph = prepare_graph(model_path, input_shapes)
+    lowered = lower_checked(graph, options)
+    lowered_ops = mil_histogram(lowered.program)
+    lowered_casts = lowered_ops.get("cast", 0)
+    mlmodel = convert_program(lowered, graph, options, compute_units)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if package.exists():
+        shutil.rmtree(package)
+    mlmodel.save(str(package))
+    conversion_s = time.perf_counter() - started
+
+    after = mlmodel._mil_program
+    after_ops = mil_histogram(after)
+    casts = mil_casts(after)
+    opset = default_opset(model)
+    notes = [PLACEMENT_NOTE] if sys.platform != "darwin" else []
+    if options.precision == "fp16":
+        notes.append(FP16_NOTE)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        notes.append(f"opset {opset} is outside the tested range {MIN_OPSET}-{MAX_OPSET}")
+    io = spec_io(mlmodel.get_spec())
+    notes.extend(_retyped_inputs(graph, io))
+    report = CompileReport(
+        target=target.name,
+        nodes_before=len(model.graph.node),
+        nodes_after=sum(after_ops.values()),
+        op_types_before=dict(Counter(node.op_type for node in model.graph.node)),
+        op_types_after=dict(after_ops),
+        # MIL before and after coremltools' passes: ONNX and MIL op names do not compare.
+        fusions=[c for c in op_count_changes(lowered_ops, after_ops) if c.op_type != "cast"],
+        precision=options.precision,
+        notes=notes,
+        extra={
+            "onnx_opset": opset,
+            "onnx_nodes_after_folding": len(graph.nodes),
+            "folded": dict(graph.folded),
+            "mil_ops_lowered": {"count": sum(lowered_ops.values()), "op_types": dict(lowered_ops)},
+            "mil_ops_after_passes": {"count": sum(after_ops.values()), "op_types": dict(after_ops)},
+            "casts_inserted": max(0, len(casts) - lowered_casts),
+            "casts": casts,
+            **io,
+            "compute_units": compute_units,
+            "minimum_deployment_target": options.minimum_deployment_target,
+            "coremltools_version": import_coremltools().__version__,
+            "conversion_s": round(conversion_s, 3),
+        },
+    )
+    _add_placement(report, package, compute_units)
+    return CompiledArtifact(target=target, path=package, sha256=tree_sha256(package), report=report)
+
+
+def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
+    by_name = {entry["name"]: entry["dtype"] for entry in io["inputs"]}
+    notes = []
+    for info in graph.inputs:
+        if info.dtype_name in ("int64", "float64"):
+            from farm.compile.coreml.lowering import mil_name
+
+            notes.append(
+                f"input {info.name} is {info.dtype_name} in ONNX and {by_name.get(mil_name(info.name), '?')} "
+                "in the ML Program, which holds no 64-bit tensors"
+            )
+    return notes
+
+
+def _take_package(source: Path, target: Target, package: Path, compute_units: str) -> CompiledArtifact:
+    """A ready .mlpackage is the artifact as it is; its report comes from its spec."""
+    ct = import_coremltools()
+    try:
+        mlmodel = ct.models.MLModel(str(source), skip_model_load=True)
+        spec = mlmodel.get_spec()
+    except Exception as exc:  # coremltools raises bare Exceptions for unreadable packages
+        from farm.errors import ModelError
+
+        raise ModelError(f"{source} is not a readable .mlpackage: {exc}") from exc
+    if not spec.HasField("mlProgram"):
+        raise CompileError(f"{source} is not an ML Program (neural network models are not supported)")
+    ops = spec_op_histogram(spec)
+    if source.resolve() != package.resolve():
+        package.parent.mkdir(parents=True, exist_ok=True)
+        if package.exists():
+            shutil.rmtree(package)
+        shutil.copytree(source, package)
+    precision = spec_precision(spec)
+    notes = ["taken as it is: a .mlpackage input is not recompiled"]
+    if sys.platform != "darwin":
+        notes.insert(0, PLACEMENT_NOTE)
+    if precision == "fp16":
+        notes.append(FP16_NOTE)
+    report = CompileReport(
+        target=target.name,
+        nodes_before=sum(ops.values()),
+        nodes_after=sum(ops.values()),
+        op_types_before=dict(ops),
+        op_types_after=dict(ops),
+        fusions=[],
+        precision=precision,
+        notes=notes,
+        extra={
+            "mil_ops_after_passes": {"count": sum(ops.values()), "op_types": dict(ops)},
+            **spec_io(spec),
+            "compute_units": compute_units,
+            "specification_version": int(spec.specificationVersion),
+        },
+    )
+    _add_placement(report, package, compute_units)
+    return CompiledArtifact(target=target, path=package, sha256=tree_sha256(package), report=report)
+
+
+def _add_placement(report: CompileReport, package: Path, compute_units: str) -> None:
+    if sys.platform != "darwin":
+        return
+    from farm.compile.coreml.placement import compute_plan
+
+    plan = compute_plan(package, compute_units)
+    report.placement = plan.device_counts
+    report.node_placement = plan.op_devices
+    report.extra["estimated_cost"] = plan.op_costs
+    report.fallback_ops = (
+        [op for op, device in plan.op_devices.items() if device == "CPU"]
+        if compute_units != "CPU_ONLY"
+        else []
+    )
+    if plan.error:
+        report.notes.append(f"MLComputePlan gave no placement: {plan.error}")

@@ -1,0 +1,316 @@
+"""ONNX shape and layout ops (Reshape, Slice, Gather, Pad, reductions, ...) -> MIL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT32_MIN = int(np.iinfo(np.int32).min)
+
+
+def _is_static(dim: Any) -> bool:
+    return isinstance(dim, (int, np.integer))
+
+
+def _axes(lw: Lowering, node: onnx.NodeProto, input_index: int) -> list[int] | None:
+    """Axes given as an input (opset 13+/18+) or, in older opsets, as an attribute."""
+    if lw.has(node, input_index):
+        return [int(a) for a in lw.require_const(node, input_index, f"{node.op_type} axes").reshape(-1)]
+    axes = lw.attrs(node).get("axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+def _dynamic_shape(lw: Lowering, x: Any, dims: list[Any]) -> Any:
+    """A shape tensor where symbolic dims are read from x at run time (by their index in x)."""
+    pieces: list[Any] = []
+    shape = lw.mb.shape(x=x)
+    for dim in dims:
+        if isinstance(dim, tuple):  # ("copy", index)
+            pieces.append(lw.mb.gather(x=shape, indices=np.array([dim[1]], np.int32), axis=0))
+        else:
+            pieces.append(np.array([dim], np.int32))
+    return lw.mb.concat(values=pieces, axis=0)
+
+
+def lower_reshape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    shape = lw.const(node.input[1])
+    if shape is None:
+        return [lw.mb.reshape(x=x, shape=lw.var(node.input[1]), name=lw.name(node))]
+    allow_zero = bool(lw.attrs(node).get("allowzero", 0))
+    in_dims = list(x.shape)
+    dims: list[Any] = []
+    for i, size in enumerate(int(s) for s in shape.reshape(-1)):
+        if size == 0 and not allow_zero:
+            dims.append(int(in_dims[i]) if _is_static(in_dims[i]) else ("copy", i))
+        else:
+            dims.append(size)
+    copies = [d for d in dims if isinstance(d, tuple)]
+    if not copies:
+        return [lw.mb.reshape(x=x, shape=np.array(dims, np.int32), name=lw.name(node))]
+    if len(copies) == 1 and -1 not in dims:
+        static = [-1 if isinstance(d, tuple) else d for d in dims]
+        return [lw.mb.reshape(x=x, shape=np.array(static, np.int32), name=lw.name(node))]
+    return [lw.mb.reshape(x=x, shape=_dynamic_shape(lw, x, dims), name=lw.name(node))]
+
+
+def lower_transpose(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    perm = lw.attrs(node).get("perm")
+    perm = list(reversed(range(len(x.shape)))) if perm is None else [int(p) for p in perm]
+    return [lw.mb.transpose(x=x, perm=perm, name=lw.name(node))]
+
+
+def lower_flatten(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    dims = list(x.shape)
+    axis = int(lw.attrs(node).get("axis", 1)) % (len(dims) + 1) if dims else 0
+    before, after = dims[:axis], dims[axis:]
+    if all(_is_static(d) for d in after):
+        new = [-1 if before else 1, int(np.prod(after, dtype=np.int64))]
+    elif all(_is_static(d) for d in before):
+        new = [int(np.prod(before, dtype=np.int64)), -1]
+    else:
+        raise NotLowerable("Flatten with unknown dims on both sides of the axis")
+    return [lw.mb.reshape(x=x, shape=np.array(new, np.int32), name=lw.name(node))]
+
+
+def lower_squeeze(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    axes = _axes(lw, node, 1)
+    if axes is None:
+        if not all(_is_static(d) for d in x.shape):
+            raise NotLowerable("Squeeze without axes needs a static input shape")
+        axes = [i for i, d in enumerate(x.shape) if d == 1]
+    return [lw.mb.squeeze(x=x, axes=[a % len(x.shape) for a in axes], name=lw.name(node))]
+
+
+def lower_unsqueeze(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    axes = _axes(lw, node, 1) or []
+    out_rank = len(x.shape) + len(axes)
+    return [lw.mb.expand_dims(x=x, axes=sorted(a % out_rank for a in axes), name=lw.name(node))]
+
+
+def lower_concat(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    axis = int(lw.attrs(node)["axis"])
+    values = [lw.value(n) for n in node.input if n]
+    if all(isinstance(v, np.ndarray) for v in values):
+        return [np.concatenate(values, axis=axis)]
+    dtype = next(v for v in values if not isinstance(v, np.ndarray)).dtype
+    np_type = lw.types.nptype_from_builtin(dtype)
+    # ONNX lets empty tensors take part in a Concat; MIL does not.
+    parts = [v.astype(np_type) if isinstance(v, np.ndarray) else v for v in values if not _is_empty(v)]
+    if len(parts) == 1:
+        return [lw.mb.identity(x=parts[0], name=lw.name(node))]
+    return [lw.mb.concat(values=parts, axis=axis, name=lw.name(node))]
+
+
+def _is_empty(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.size == 0
+
+
+def lower_split(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    axis = int(attrs.get("axis", 0))
+    x = lw.var(node.input[0])
+    sizes = lw.require_const(node, 1, "Split sizes") if lw.has(node, 1) else attrs.get("split")
+    name = lw.name(node)
+    if sizes is not None:
+        parts = lw.mb.split(x=x, split_sizes=np.array(sizes, np.int32).reshape(-1), axis=axis, name=name)
+    else:
+        count = int(attrs.get("num_outputs", len(node.output)))
+        dim = x.shape[axis]
+        if _is_static(dim) and int(dim) % count:
+            # opset 18: the last chunk is smaller when the axis does not divide evenly
+            chunk = -(-int(dim) // count)
+            sizes = [chunk] * (count - 1) + [int(dim) - chunk * (count - 1)]
+            parts = lw.mb.split(x=x, split_sizes=np.array(sizes, np.int32), axis=axis, name=name)
+        else:
+            parts = lw.mb.split(x=x, num_splits=count, axis=axis, name=name)
+    return list(parts) if isinstance(parts, (list, tuple)) else [parts]
+
+
+def lower_slice(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    rank = len(x.shape)
+    starts = [int(v) for v in lw.require_const(node, 1, "Slice starts").reshape(-1)]
+    ends = [int(v) for v in lw.require_const(node, 2, "Slice ends").reshape(-1)]
+    axes = _axes(lw, node, 3) or list(range(len(starts)))
+    steps = (
+        [int(v) for v in lw.require_const(node, 4, "Slice steps").reshape(-1)] if lw.has(node, 4) else None
+    )
+    steps = steps or [1] * len(starts)
+    begin, end, stride = [0] * rank, [0] * rank, [1] * rank
+    begin_mask, end_mask = [True] * rank, [True] * rank
+    for start, stop, axis, step in zip(starts, ends, axes, steps, strict=True):
+        axis %= rank
+        dim = x.shape[axis]
+        stride[axis] = step
+        b, e, b_all, e_all = _slice_bounds(start, stop, step, int(dim) if _is_static(dim) else None)
+        begin[axis], end[axis], begin_mask[axis], end_mask[axis] = b, e, b_all, e_all
+    return [
+        lw.mb.slice_by_index(
+            x=x,
+            begin=np.array(begin, np.int32),
+            end=np.array(end, np.int32),
+            stride=np.array(stride, np.int32),
+            begin_mask=begin_mask,
+            end_mask=end_mask,
+            name=lw.name(node),
+        )
+    ]
+
+
+def _slice_bounds(start: int, stop: int, step: int, dim: int | None) -> tuple[int, int, bool, bool]:
+    """ONNX slice bounds -> MIL (begin, end, begin_mask, end_mask); masks stand for 'from/to the edge'."""
+    if dim is not None:
+        # ONNX clamps; with a negative step, -1 means "past the front", which MIL needs as a mask.
+        s = start + dim if start < 0 else start
+        e = stop + dim if stop < 0 else stop
+        if step > 0:
+            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+            return s, e, False, False
+        s, e = min(max(s, -1), dim - 1), min(max(e, -1), dim - 1)
+        return s, max(e, 0), False, e < 0
+    if step > 0:
+        return (max(start, _INT32_MIN), min(stop, _INT32_MAX), start <= _INT32_MIN, stop >= _INT32_MAX)
+    return (min(start, _INT32_MAX), max(stop, _INT32_MIN), start >= _INT32_MAX, stop <= _INT32_MIN)
+
+
+def lower_gather(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    data = lw.value(node.input[0])
+    axis = int(lw.attrs(node).get("axis", 0))
+    rank = len(data.shape)
+    axis %= rank
+    indices: Any = lw.const(node.input[1])
+    if indices is not None:
+        dim = data.shape[axis]
+        indices = indices.astype(np.int32)
+        if _is_static(dim):
+            indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
+        if isinstance(data, np.ndarray):
+            return [np.take(data, indices, axis=axis)]
+    else:
+        indices = lw.var(node.input[1])
+    return [lw.mb.gather(x=data, indices=indices, axis=axis, name=lw.name(node))]
+
+
+def lower_shape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    attrs = lw.attrs(node)
+    start, end = attrs.get("start"), attrs.get("end")
+    if all(_is_static(d) for d in x.shape):
+        return [np.array(x.shape, np.int32)[start:end]]
+    shape = lw.mb.shape(x=x)
+    if start is None and end is None:
+        return [lw.mb.identity(x=shape, name=lw.name(node))]
+    rank = len(x.shape)
+    b = int(start or 0) + (rank if int(start or 0) < 0 else 0)
+    e = rank if end is None else int(end) + (rank if int(end) < 0 else 0)
+    b, e = min(max(b, 0), rank), min(max(e, 0), rank)
+    return [lw.mb.slice_by_index(x=shape, begin=[b], end=[e], name=lw.name(node))]
+
+
+def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    x = lw.var(node.input[0])
+    rank = len(x.shape)
+    pads = [int(p) for p in (lw.require_const(node, 1, "Pad pads") if lw.has(node, 1) else attrs["pads"])]
+    value = lw.const(node.input[2]) if lw.has(node, 2) else None
+    axes = _axes(lw, node, 3) or list(range(rank))
+    axes = [a % rank for a in axes]
+    pairs = [[0, 0] for _ in range(rank)]
+    for i, axis in enumerate(axes):
+        pairs[axis] = [pads[i], pads[i + len(axes)]]
+    if any(p < 0 for pair in pairs for p in pair):
+        raise NotLowerable("negative pads are not supported")
+    modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
+    mode = attrs.get("mode", "constant")
+    if mode not in modes:
+        raise NotLowerable(f"Pad mode {mode!r} is not supported")
+    if mode != "constant":
+        # CoreML pads reflect/replicate only on the innermost dims: drop the outer unpadded ones.
+        while pairs and pairs[0] == [0, 0]:
+            pairs.pop(0)
+    flat = np.array([p for pair in pairs for p in pair], np.int32)
+    constant = float(value.reshape(-1)[0]) if value is not None and value.size else 0.0
+    return [lw.mb.pad(x=x, pad=flat, mode=modes[mode], constant_val=np.float32(constant), name=lw.name(node))]
+
+
+def _reduce(mil_op: str) -> LowerFn:
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        attrs = lw.attrs(node)
+        # ReduceSum takes axes as an input from opset 13, the others from opset 18.
+        axes = _axes(lw, node, 1)
+        keep = bool(attrs.get("keepdims", 1))
+        x = lw.var(node.input[0])
+        if not axes:
+            if int(attrs.get("noop_with_empty_axes", 0)):
+                return [lw.mb.identity(x=x, name=lw.name(node))]
+            axes = list(range(len(x.shape)))
+        return [getattr(lw.mb, mil_op)(x=x, axes=axes, keep_dims=keep, name=lw.name(node))]
+
+    lower.__name__ = f"lower_{mil_op}"
+    return lower
+
+
+def lower_expand(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    shape = [int(s) for s in lw.require_const(node, 1, "Expand shape").reshape(-1)]
+    dims = list(x.shape)
+    if all(_is_static(d) for d in dims):
+        target = list(np.broadcast_shapes(tuple(int(d) for d in dims), tuple(shape)))
+        if len(target) > len(dims):
+            x = lw.mb.expand_dims(x=x, axes=list(range(len(target) - len(dims))))
+            dims = [1] * (len(target) - len(dims)) + dims
+        reps = [t // int(d) for t, d in zip(target, dims, strict=True)]
+        if all(r == 1 for r in reps):
+            return [lw.mb.identity(x=x, name=lw.name(node))]
+        return [lw.mb.tile(x=x, reps=reps, name=lw.name(node))]
+    # Unknown input dims: broadcasting against a tensor of the target shape does the expansion.
+    np_type = lw.types.nptype_from_builtin(x.dtype)
+    if np_type == np.bool_:
+        raise NotLowerable("Expand of a boolean tensor with unknown dims")
+    return [lw.mb.add(x=x, y=np.zeros(shape, np_type), name=lw.name(node))]
+
+
+def lower_tile(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    reps = [int(r) for r in lw.require_const(node, 1, "Tile repeats").reshape(-1)]
+    return [lw.mb.tile(x=lw.var(node.input[0]), reps=reps, name=lw.name(node))]
+
+
+def lower_constant(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in attrs:
+            return [np.asarray(attrs[key])]
+    raise NotLowerable("only dense Constant values are supported")
+
+
+TENSOR_LOWERINGS: dict[str, LowerFn] = {
+    "Reshape": lower_reshape,
+    "Transpose": lower_transpose,
+    "Flatten": lower_flatten,
+    "Squeeze": lower_squeeze,
+    "Unsqueeze": lower_unsqueeze,
+    "Concat": lower_concat,
+    "Split": lower_split,
+    "Slice": lower_slice,
+    "Gather": lower_gather,
+    "Shape": lower_shape,
+    "Pad": lower_pad,
+    "ReduceMean": _reduce("reduce_mean"),
+    "ReduceSum": _reduce("reduce_sum"),
+    "ReduceMax": _reduce("reduce_max"),
+    "ReduceMin": _reduce("reduce_min"),
+    "Expand": lower_expand,
+    "Tile": lower_tile,
+    "Constant": lower_constant,
+}
