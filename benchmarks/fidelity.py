@@ -1,0 +1,93 @@
+"""Does the farm measure what a bare ONNX Runtime loop measures, and what does a job cost?
+
+For each model, in one process run, alternating rounds of:
+  bare: InferenceSession(ORT_ENABLE_ALL, same threads) -> warm-up -> N timed `run` calls
+  farm: `farm.controller.pipeline.submit` on host-cpu (embedded Ray, DeviceActor, store)
+and prints the ratio of the farm's p50 to the bare loop's p50 (goal 1.00 +/- 0.03), and the
+farm's overhead per job: wall time of the submission minus the time the job spent on the device.
+
+    python benchmarks/fidelity.py [MODEL.onnx ...]   (default: examples/tinynet.onnx and,
+                                                      where present, ../shared/models/mobilenet_v2.onnx)
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = 200
+WARMUP = 20
+ROUNDS = 3
+THREADS = 1
+
+
+def bare_p50(model: Path, inputs: dict[str, np.ndarray]) -> float:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = THREADS
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    for _ in range(WARMUP + 1):
+        session.run(names, inputs)
+    samples = []
+    for _ in range(RUNS):
+        start = time.perf_counter_ns()
+        session.run(names, inputs)
+        samples.append((time.perf_counter_ns() - start) / 1e6)
+    return float(np.percentile(samples, 50))
+
+
+def main(models: list[Path]) -> None:
+    import ray
+
+    from agents.base import AgentSettings
+    from farm.config import FarmHome
+    from farm.controller.cluster import ClusterConfig
+    from farm.controller.pipeline import SubmitRequest, prepare, submit
+    from farm.profiles import load_profiles
+
+    profiles = load_profiles()
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    print(f"{'model':<16} {'bare p50 ms':>12} {'farm p50 ms':>12} {'ratio':>7} {'overhead/job s':>15}")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            home = FarmHome(Path(tmp))
+            for model in models:
+                request = SubmitRequest(model_path=model, devices="host-cpu", runs=RUNS, warmup=WARMUP,
+                                        intra_op_threads=THREADS)
+                inputs = prepare(request, profiles).inputs
+                ratios, overheads, bares, farms = [], [], [], []
+                for _ in range(ROUNDS):
+                    bare = bare_p50(model, inputs)
+                    start = time.perf_counter()
+                    document = submit(request, home=home, profiles=profiles,
+                                      settings=AgentSettings(profiles=profiles), cluster=ClusterConfig())
+                    wall = time.perf_counter() - start
+                    job = document["jobs"][0]
+                    farms.append(job["latency_ms"]["p50"])
+                    bares.append(bare)
+                    ratios.append(job["latency_ms"]["p50"] / bare)
+                    overheads.append(wall - job["duration_s"])
+                print(f"{model.stem:<16} {statistics.median(bares):>12.3f} {statistics.median(farms):>12.3f} "
+                      f"{statistics.median(ratios):>7.3f} {statistics.median(overheads):>15.2f}")
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    given = [Path(a) for a in sys.argv[1:]]
+    if not given:
+        given = [REPO / "examples" / "tinynet.onnx"]
+        shared = REPO.parent / "shared" / "models" / "mobilenet_v2.onnx"
+        if shared.exists():
+            given.append(shared)
+    main(given)
