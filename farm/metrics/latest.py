@@ -1,0 +1,142 @@
+"""The few numbers of a stored job document that the exporter shows, in base units.
+
+Job documents keep milliseconds and MiB (docs/results.md); Prometheus wants seconds and bytes.
+Only these paths are pulled out of each document (by SQLite), never the whole document: a
+job's op table and trace are far bigger than what a scrape needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MS_PER_S = 1000.0
+BYTES_PER_MIB = 1024 * 1024
+
+#: quantile label -> the key in the document's latency_ms
+LATENCY_QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
+
+JOB_PATHS: tuple[str, ...] = (
+    "$.model.name",
+    "$.device",
+    "$.unit",
+    "$.target",
+    "$.finished_at",
+    "$.latency_ms.p50",
+    "$.latency_ms.p90",
+    "$.latency_ms.p99",
+    "$.first_inference_ms",
+    "$.load_ms",
+    "$.peak_memory_mb",
+    "$.placement",
+    "$.compile.placement",
+    "$.fallback_ops",
+    "$.compile.fallback_ops",
+    "$.compile.partitions",
+    "$.reference.outputs",
+    "$.reference.passed",
+    "$.thermal.after.temperatures_c",
+)
+
+
+@dataclass(frozen=True)
+class ReferenceNumbers:
+    max_abs_error: float | None
+    snr_db: float | None
+    passed: bool
+
+
+@dataclass(frozen=True)
+class LatestResult:
+    """One (model, device, target) series: its newest successful job."""
+
+    model: str
+    device: str
+    unit: str
+    target: str
+    finished_at: float
+    #: quantile label -> seconds
+    latency_s: dict[str, float] = field(default_factory=dict)
+    first_inference_s: float | None = None
+    session_load_s: float | None = None
+    peak_memory_bytes: float | None = None
+    #: backend (execution provider / compute unit) -> ops it ran
+    ops_by_backend: dict[str, int] = field(default_factory=dict)
+    cpu_fallback_ops: int = 0
+    partitions: int | None = None
+    reference: ReferenceNumbers | None = None
+    #: sensor -> degrees Celsius, read on the unit after the job
+    temperatures_c: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> tuple[str, str, str]:
+        return (self.model, self.device, self.target)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _scaled(value: Any, factor: float) -> float | None:
+    number = _number(value)
+    return None if number is None else number * factor
+
+
+def _reference(outputs: Any, passed: Any) -> ReferenceNumbers | None:
+    """The worst output decides: the largest error, the lowest signal-to-noise ratio."""
+    if not isinstance(outputs, dict) or not isinstance(passed, bool):
+        return None
+    errors = [_number(o.get("max_abs")) for o in outputs.values() if isinstance(o, dict)]
+    snrs = [_number(o.get("snr_db")) for o in outputs.values() if isinstance(o, dict)]
+    known_errors = [e for e in errors if e is not None]
+    known_snrs = [s for s in snrs if s is not None]
+    return ReferenceNumbers(
+        max_abs_error=max(known_errors) if known_errors else None,
+        snr_db=min(known_snrs) if known_snrs else None,
+        passed=passed,
+    )
+
+
+def _counts(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def parse_latest(values: list[Any]) -> LatestResult:
+    """`values` are the document's values at JOB_PATHS, in that order."""
+    doc = dict(zip(JOB_PATHS, values, strict=True))
+    latency = {
+        quantile: seconds
+        for quantile, key in LATENCY_QUANTILES
+        if (seconds := _scaled(doc[f"$.latency_ms.{key}"], 1 / MS_PER_S)) is not None
+    }
+    # The profiled run says where ops really ran; a run without an op profile falls back to
+    # where the compiler placed them.
+    ops = _counts(doc["$.placement"]) or _counts(doc["$.compile.placement"])
+    fallbacks = doc["$.fallback_ops"] if doc["$.placement"] else doc["$.compile.fallback_ops"]
+    partitions = _number(doc["$.compile.partitions"])
+    temperatures = doc["$.thermal.after.temperatures_c"]
+    return LatestResult(
+        model=str(doc["$.model.name"]),
+        device=str(doc["$.device"]),
+        unit=str(doc["$.unit"] or ""),
+        target=str(doc["$.target"]),
+        finished_at=_number(doc["$.finished_at"]) or 0.0,
+        latency_s=latency,
+        first_inference_s=_scaled(doc["$.first_inference_ms"], 1 / MS_PER_S),
+        session_load_s=_scaled(doc["$.load_ms"], 1 / MS_PER_S),
+        peak_memory_bytes=_scaled(doc["$.peak_memory_mb"], BYTES_PER_MIB),
+        ops_by_backend=ops,
+        cpu_fallback_ops=len(fallbacks) if isinstance(fallbacks, list) else 0,
+        partitions=None if partitions is None else int(partitions),
+        reference=_reference(doc["$.reference.outputs"], doc["$.reference.passed"]),
+        temperatures_c={
+            str(sensor): number
+            for sensor, value in (temperatures.items() if isinstance(temperatures, dict) else ())
+            if (number := _number(value)) is not None
+        },
+    )

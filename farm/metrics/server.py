@@ -1,0 +1,110 @@
+"""`/metrics` over HTTP: what `farm serve` starts next to the controller.
+
+A WSGI server on a thread of its own, with a registry of its own; bound to loopback unless
+the operator says otherwise (the metrics name devices and models, which is lab business).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
+
+from farm.errors import UsageError
+from farm.metrics.collector import FarmCollector, farm_registry
+from farm.metrics.fleet_state import FleetStateSource
+
+DEFAULT_METRICS_HOST = "127.0.0.1"
+DEFAULT_METRICS_PORT = 9477
+DEFAULT_STOP_TIMEOUT_S = 5.0
+METRICS_PATH = "/metrics"
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        # One line per scrape on stderr would drown `farm serve`'s own output.
+        pass
+
+
+def metrics_app(metrics: WsgiApp) -> WsgiApp:
+    """`/metrics` answers with the metrics; `/` points there; anything else is 404."""
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == METRICS_PATH:
+            return metrics(environ, start_response)
+        if path == "/":
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"farm exporter: metrics at /metrics\n"]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"not found: metrics are at /metrics\n"]
+
+    return app
+
+
+@dataclass
+class MetricsServer:
+    """A running `/metrics` endpoint. `stop()` closes the socket and the store; call it once."""
+
+    host: str
+    port: int
+    collector: FarmCollector
+    _server: ThreadingWSGIServer
+    _thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{METRICS_PATH}"
+
+    def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout_s)
+        self.collector.close()
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_metrics_server(
+    store_path: Path,
+    host: str = DEFAULT_METRICS_HOST,
+    port: int = DEFAULT_METRICS_PORT,
+    fleet: FleetStateSource | None = None,
+) -> MetricsServer:
+    """Serve `farm_*` metrics of the store at `store_path` (and `fleet`, when given) on host:port.
+
+    Port 0 picks a free port; the returned server's `.port` says which.
+    """
+    collector = FarmCollector(store_path, fleet)
+    app = metrics_app(make_wsgi_app(farm_registry(collector)))
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    try:
+        server = make_server(host, port, app, Server, handler_class=_QuietHandler)
+    except OSError as exc:
+        collector.close()
+        raise UsageError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
+            hint="choose another --metrics-port (0 picks a free one) or --metrics-host",
+        ) from None
+    thread = threading.Thread(target=server.serve_forever, name="farm-metrics", daemon=True)
+    thread.start()
+    return MetricsServer(host=host, port=int(server.server_port), collector=collector,
+                         _server=server, _thread=thread)  # fmt: skip
