@@ -1,0 +1,107 @@
+"""`farm nightly --pushgateway URL`: push the summary of a finished batch run.
+
+Prometheus's convention for batch jobs: the job pushes once when it ends, to a group keyed by
+job and suite, and always pushes its last-run time; the last-success time is pushed only by a
+run that succeeded, and pushing with POST (which replaces only the metric names sent) keeps
+the previous success visible after a failed run. Alert on
+`time() - farm_nightly_last_success_timestamp_seconds`.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
+
+from farm.errors import FarmError
+from farm.metrics.latest import LATENCY_QUANTILES, MS_PER_S
+
+PUSH_JOB = "farm_nightly"
+DEFAULT_SUITE = "default"
+DEFAULT_PUSH_TIMEOUT_S = 10.0
+RESULT_LABELS = ("model", "device", "target")
+
+
+def _job_labels(job: dict[str, Any]) -> tuple[str, str, str]:
+    model = job.get("model") or {}
+    return (str(model.get("name", "")), str(job.get("device", "")), str(job.get("target", "")))
+
+
+def summary_registry(
+    run_document: dict[str, Any], jobs: list[dict[str, Any]], now: float
+) -> CollectorRegistry:
+    """The metrics one run pushes, on a registry of their own."""
+    registry = CollectorRegistry()
+    statuses: dict[str, int] = {"ok": 0, "failed": 0}
+    for job in jobs:
+        status = str(job.get("status", "failed"))
+        statuses[status] = statuses.get(status, 0) + 1
+    succeeded = run_document.get("status") == "complete" and statuses.get("failed", 0) == 0
+
+    Gauge(
+        "farm_nightly_last_run_timestamp_seconds", "Unix time the last nightly run ended.", registry=registry
+    ).set(now)
+    if succeeded:
+        Gauge(
+            "farm_nightly_last_success_timestamp_seconds",
+            "Unix time the last nightly run with every job ok ended.",
+            registry=registry,
+        ).set(now)
+    starts = [float(j["queued_at"]) for j in jobs if isinstance(j.get("queued_at"), int | float)]
+    duration = Gauge("farm_nightly_duration_seconds", "Wall time of the last nightly run.", registry=registry)
+    duration.set(now - min(starts) if starts else 0.0)
+    counts = Gauge(
+        "farm_nightly_jobs", "Jobs of the last nightly run by outcome.", ["status"], registry=registry
+    )
+    for status, count in sorted(statuses.items()):
+        counts.labels(status).set(count)
+
+    latency = Gauge(
+        "farm_nightly_inference_latency_seconds",
+        "Warm inference latency in the last nightly run.",
+        [*RESULT_LABELS, "quantile"],
+        registry=registry,
+    )
+    passed = Gauge(
+        "farm_nightly_reference_passed",
+        "1 if the job matched the host reference in the last nightly.",
+        list(RESULT_LABELS),
+        registry=registry,
+    )
+    for job in jobs:
+        if job.get("status") != "ok":
+            continue
+        labels = _job_labels(job)
+        latency_ms = job.get("latency_ms") or {}
+        for quantile, key in LATENCY_QUANTILES:
+            if isinstance(latency_ms.get(key), int | float):
+                latency.labels(*labels, quantile).set(latency_ms[key] / MS_PER_S)
+        reference = job.get("reference") or {}
+        if isinstance(reference.get("passed"), bool):
+            passed.labels(*labels).set(1.0 if reference["passed"] else 0.0)
+    return registry
+
+
+def push_run_summary(
+    url: str,
+    run_document: dict[str, Any],
+    jobs: list[dict[str, Any]],
+    *,
+    timeout_s: float = DEFAULT_PUSH_TIMEOUT_S,
+    now: float | None = None,
+) -> None:
+    """Push the summary of a finished run to the Pushgateway at `url` (group job=farm_nightly, suite)."""
+    suite = str(run_document.get("suite") or DEFAULT_SUITE)
+    registry = summary_registry(run_document, jobs, time.time() if now is None else now)
+    try:
+        pushadd_to_gateway(
+            url, job=PUSH_JOB, registry=registry, grouping_key={"suite": suite}, timeout=timeout_s
+        )
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise FarmError(
+            f"cannot push the nightly summary to {url}: {reason}",
+            hint="check --pushgateway (e.g. http://127.0.0.1:9091) and that the Pushgateway is running",
+        ) from None
