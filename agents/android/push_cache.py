@@ -109,7 +109,7 @@ class PushCache:
     def _remove_incomplete(self) -> None:
         cache = q(self.paths.cache)
         self.conn.shell(
-            f'mkdir -p {cache} && for d in {cache}/*/; do [ -d "$d" ] && [ ! -f "$d{MARKER}" ] '
+            f'mkdir -p {cache} && for d in {cache}/*/; do [ -d "$d" ] && [ ! -f "${{d}}{MARKER}" ] '
             f'&& rm -rf "$d"; done; true'
         )
 
@@ -117,8 +117,8 @@ class PushCache:
         """(sha256, bytes, last-use epoch seconds) of each complete entry."""
         cache = q(self.paths.cache)
         listing = self.conn.shell(
-            f'for d in {cache}/*/; do [ -f "$d{MARKER}" ] || continue; '
-            f'echo "$(basename "$d") $(stat -c %Y "$d{MARKER}") $(du -sk "$d" | cut -f1)"; done; true'
+            f'for d in {cache}/*/; do [ -f "${{d}}{MARKER}" ] || continue; '
+            f'echo "$(basename "$d") $(stat -c %Y "${{d}}{MARKER}") $(du -sk "$d" | cut -f1)"; done; true'
         )
         rows = []
         for line in listing.output.splitlines():

@@ -56,7 +56,9 @@ def make_key(directory: Path) -> Path:
     return path
 
 
-def start_peer(sandbox: Path, key_path: Path, properties: dict[str, str] | None = None, **kwargs: object) -> AdbPeer:
+def start_peer(
+    sandbox: Path, key_path: Path, properties: dict[str, str] | None = None, **kwargs: object
+) -> AdbPeer:
     identity = Identity(properties or LINUX_BOARD, kwargs.pop("dumpsys", {}))  # type: ignore[arg-type]
     return AdbPeer(
         sandbox,

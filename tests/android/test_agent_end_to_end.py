@@ -11,7 +11,6 @@ import onnxruntime as ort
 from agents.android.agent import AndroidAgent
 from agents.base import AgentSettings, RunRequest
 from farm.targets import Target
-from tests.android.peer_fixtures import PeerHandle
 
 
 def _request(small_model: tuple[Path, str, dict[str, np.ndarray]], runs: int = 5) -> RunRequest:

@@ -236,6 +236,8 @@ class AdbPeer:
         self.port = 0
         self.faults: list[Fault] = []
         self.connections_served = 0
+        #: device paths of every completed push, in order (what a test can count)
+        self.pushed: list[str] = []
         self._keys = [wire.decode_public_key(k) for k in allowed_keys]
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []

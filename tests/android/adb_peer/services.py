@@ -168,6 +168,8 @@ def _send(
         if stat.S_IMODE(mode):
             os.chmod(target, stat.S_IMODE(mode))
         os.utime(target, (mtime, mtime))
+    if not error:
+        stream.connection.peer.pushed.append(path)
     stream.write(_fail(error) if error else _ID.pack(b"OKAY", 0))
 
 
