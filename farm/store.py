@@ -293,3 +293,21 @@ class ResultsStore:
             (kind,),
         ).fetchall()
         return {str(r[0]): float(r[1]) for r in rows}
+
+    # -- runs a dead controller left behind (the fleet, issue 3) ----------------------------
+
+    def running_runs(self) -> list[RunRow]:
+        rows = self._db.execute(
+            "SELECT run_id, created_at, finished_at, kind, suite, status, document FROM runs"
+            " WHERE status='running' ORDER BY created_at"
+        ).fetchall()
+        return [self._run_row(r) for r in rows]
+
+    def mark_interrupted(self, run_id: str) -> bool:
+        """A run whose controller died: its complete jobs stay, the run says it did not finish."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE runs SET status='interrupted', finished_at=? WHERE run_id=? AND status='running'",
+                (time.time(), run_id),
+            )
+        return cursor.rowcount > 0
