@@ -16,6 +16,7 @@ AGENTS: dict[str, tuple[str, str, str]] = {
     "host": ("agents.host.agent", "HostAgent", ""),
     "ios": ("agents.ios.agent", "IosAgent", "ios"),
     "android": ("agents.android.agent", "AndroidAgent", "android"),
+    "simulated": ("agents.simulated.agent", "SimulatedAgent", ""),
 }
 
 
