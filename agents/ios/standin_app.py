@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from agents.base import AgentSettings
+from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
 from agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_ID, contract_errors
-from agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess
+from agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess, FakeProvider
 
 STANDIN_NAME = "FarmRunner host stand-in (onnxruntime CPU)"
 STANDIN_VERSION = "0.1.0"
@@ -198,3 +200,19 @@ def _profiled_ops(model: bytes, feeds: dict[str, np.ndarray]) -> list[dict[str, 
 def _write_atomically(files: AppFiles, path: str, data: bytes) -> None:
     files.write(f"{path}.tmp", data)
     files.rename(f"{path}.tmp", path)
+
+
+def standin_agent(
+    settings: AgentSettings,
+    lockdown_values: dict[str, Any],
+    behaviour: str = "normal",
+    bundle_id: str = DEFAULT_BUNDLE_ID,
+) -> IosAgent:
+    """An `IosAgent` with one fake phone (`lockdown_values`) whose FarmRunner is this stand-in.
+
+    Every argument pickles, so a Ray actor can build its own agent from them.
+    """
+    phone = FakePhone(lockdown_values)
+    phone.programs[bundle_id] = StandInRunner(phone, behaviour)
+    phone.install(bundle_id, "1")
+    return IosAgent(settings, provider=FakeProvider(phone))

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 from agents.base import AgentSettings, RunRequest
 from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
 from agents.ios.fakes import FakePhone, FakeProvider, parse_ideviceinfo
-from agents.ios.standin_app import StandInRunner
+from agents.ios.standin_app import StandInRunner, standin_agent
 from farm.profiles import DeviceProfile, load_profiles
 from farm.targets import Target
 
@@ -117,9 +117,16 @@ def make_agent(settings: AgentSettings) -> Iterator[Callable[..., IosAgent]]:
 
 
 @pytest.fixture
-def ios_agent(make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]) -> IosAgent:
-    """An IosAgent with one fake iPhone 15 attached, FarmRunner installed (the host stand-in)."""
-    return make_agent(make_phone())
+def ios_agent(settings: AgentSettings) -> Iterator[IosAgent]:
+    """An IosAgent with one fake iPhone 15 attached, FarmRunner installed (the host stand-in).
+
+    Built by `standin_agent`, whose arguments pickle: a Ray DeviceActor can build the same agent.
+    """
+    agent = standin_agent(settings, lockdown_values(IPHONE15))
+    try:
+        yield agent
+    finally:
+        agent.close()
 
 
 def build_model() -> bytes:

@@ -42,12 +42,14 @@ def test_a_job_brings_back_measured_latencies_outputs_and_placement(
 
 
 def test_the_job_leaves_nothing_behind_in_the_container(
-    ios_agent: IosAgent, make_request: MakeRequest
+    make_agent: MakeAgent, make_phone: MakePhone, make_request: MakeRequest
 ) -> None:
-    (unit,) = ios_agent.discover()
-    ios_agent.run(unit, make_request())
+    phone = make_phone()
+    agent = make_agent(phone)
+    (unit,) = agent.discover()
 
-    phone = next(iter(ios_agent._provider.phones.values()))  # type: ignore[attr-defined]
+    agent.run(unit, make_request())
+
     assert phone.apps[DEFAULT_BUNDLE_ID].files.listdir("Documents/farm/jobs") == []
     assert phone.pid_of(DEFAULT_BUNDLE_ID) == 0  # the app was ended after its result was pulled
 
