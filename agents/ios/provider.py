@@ -121,6 +121,11 @@ class UsbmuxProvider:
             usbmux_address=self.usbmux_address,
         )
         try:
+            if not client.paired:
+                # Pairing needs a person at the phone: it is set up once (docs/ios.md), never mid-job.
+                from pymobiledevice3.exceptions import NotPairedError
+
+                raise NotPairedError(f"{serial} has not trusted this host (`pymobiledevice3 lockdown pair`)")
             yield client
         finally:
             await client.close()
