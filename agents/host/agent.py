@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
+from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
+from agents.host.cuda import CudaOptions, cuda_availability
 from agents.host.memory import PeakMemory
 from farm.analysis.ort_profile import node_events, op_timings
 from farm.errors import DeviceError, UsageError
@@ -20,6 +21,7 @@ from farm.errors import DeviceError, UsageError
 #: profiled runs are separate from the timed ones: profiling itself costs time per node
 DEFAULT_PROFILED_RUNS = 10
 NS_PER_MS = 1e6
+CUDA_PROFILE = "host-cuda"
 
 
 def _providers_here() -> list[str]:
@@ -31,15 +33,39 @@ def _providers_here() -> list[str]:
 class HostAgent(DeviceAgent):
     platform = "host"
 
+    def __init__(self, settings: AgentSettings) -> None:
+        super().__init__(settings)
+        #: profile -> why no unit of it is here (filled by `discover`)
+        self.absent: dict[str, str] = {}
+
     def discover(self) -> list[DeviceUnit]:
         import onnxruntime as ort
 
         serial = socket.gethostname()
         props = {"device": "cpu", "onnxruntime": ort.__version__, "cpus": str(os.cpu_count() or 0)}
         units = [DeviceUnit(profile="host-cpu", serial=serial, platform=self.platform, properties=props)]
-        if "CUDAExecutionProvider" in _providers_here() and "host-cuda" in self.settings.profiles:
-            units.append(DeviceUnit("host-cuda", serial, self.platform, {**props, "device": "cuda"}))
+        self.absent.pop(CUDA_PROFILE, None)
+        if CUDA_PROFILE in self.settings.profiles:
+            cuda = cuda_availability(self._cuda_options())
+            if cuda.available:
+                units.append(
+                    DeviceUnit(
+                        CUDA_PROFILE,
+                        serial,
+                        self.platform,
+                        {**props, **(cuda.details or {}), "device": "cuda"},
+                    )
+                )
+            else:
+                self.absent[CUDA_PROFILE] = cuda.reason
         return units
+
+    def absences(self) -> list[str]:
+        """`<profile>: absent (<reason>)` for each host profile `discover` found no unit of."""
+        return [f"{profile}: absent ({reason})" for profile, reason in self.absent.items()]
+
+    def _cuda_options(self) -> CudaOptions:
+        return CudaOptions.from_extra(self.settings.extra)
 
     def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:
         if not request.artifact.exists():
@@ -77,6 +103,12 @@ class HostAgent(DeviceAgent):
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
         if request.target.runtime != "ort":
             raise UsageError(f"{unit.profile} runs ONNX Runtime targets only, not {request.target}")
+        if request.target.backend == "cuda":
+            from agents.host.cuda_run import run_cuda
+
+            return run_cuda(
+                request, self._cuda_options(), self._options, f"onnxruntime-python {self._ort_version()}"
+            )
         names: list[str]
         with PeakMemory() as peak:
             start = time.perf_counter_ns()
