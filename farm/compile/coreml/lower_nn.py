@@ -122,12 +122,13 @@ def _conv_transpose_pads(
         )
         total = max(total, 0)
         small, large = total // 2, total - total // 2
-        if auto_pad == "SAME_LOWER":
-            begin.append(large)
-            end.append(small)
-        else:
+        # As the ONNX spec (and ONNX Runtime) has it: only SAME_UPPER puts the larger half at the end.
+        if auto_pad == "SAME_UPPER":
             begin.append(small)
             end.append(large)
+        else:
+            begin.append(large)
+            end.append(small)
     return begin, end
 
 
