@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from agents.base import RunRequest
+from agents.base import AgentSettings, RunRequest
 from agents.ios.agent import IosAgent
 from agents.ios.fakes import FakePhone
-from farm.errors import DeviceAuthError
+from farm.errors import DeviceAuthError, UsageError
 
 from .conftest import IPHONE13
 
@@ -86,3 +86,16 @@ def test_a_phone_that_refuses_pairing_is_an_auth_error_not_a_lost_one(
     with pytest.raises(DeviceAuthError) as caught:
         agent.prepare(unit, make_request())
     assert not caught.value.retryable and "accept" in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"ios.bundleid": "x"}, "unknown iOS agent setting 'ios.bundleid'"),
+        ({"ios.tunneld": "localhost"}, "ios.tunneld must be host:port"),
+        ({"ios.connection": "wifi"}, "ios.connection must be 'usb' or 'any'"),
+    ],
+)
+def test_bad_settings_are_usage_errors(extra: dict[str, str], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        IosAgent(AgentSettings(extra=extra))
