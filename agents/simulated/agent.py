@@ -66,7 +66,9 @@ class SimulatedAgent(DeviceAgent):
         prefix = self._setting("simulated_prefix", socket.gethostname())
         unplugged = self._unplugged()
         return [
-            DeviceUnit(profile=PROFILE, serial=f"{prefix}-{i}", platform=PLATFORM, properties={"simulated": "1"})
+            DeviceUnit(
+                profile=PROFILE, serial=f"{prefix}-{i}", platform=PLATFORM, properties={"simulated": "1"}
+            )
             for i in range(count)
             if f"{prefix}-{i}" not in unplugged
         ]
@@ -87,13 +89,17 @@ class SimulatedAgent(DeviceAgent):
         rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
         draws = median * rng.lognormal(0.0, jitter, size=request.warmup + request.runs + 2)
         load_ms, first_ms = float(draws[0]) * 5, float(draws[1]) * 2
-        samples = [float(v) for v in draws[2 + request.warmup:]]
+        samples = [float(v) for v in draws[2 + request.warmup :]]
         deadline = time.monotonic() + (load_ms + first_ms + float(draws[2:].sum())) / 1000
         while (left := deadline - time.monotonic()) > 0:
             self._check(unit)
             time.sleep(min(POLL_S, left))
         self._check(unit)
         return DeviceRun(
-            load_ms=load_ms, first_inference_ms=first_ms, samples_ms=samples, outputs={},
-            runner="simulated", notes=["simulated unit: synthetic timings, no outputs"],
+            load_ms=load_ms,
+            first_inference_ms=first_ms,
+            samples_ms=samples,
+            outputs={},
+            runner="simulated",
+            notes=["simulated unit: synthetic timings, no outputs"],
         )

@@ -32,6 +32,12 @@ def _register() -> None:
     cli.add_command(runs.show)
     cli.add_command(compile_cmd.compile_command)
 
+    from farm.cli import agent, nightly, serve
+
+    cli.add_command(agent.agent)
+    cli.add_command(serve.serve)
+    cli.add_command(nightly.nightly)
+
 
 _register()
 

@@ -82,6 +82,10 @@ def _tolerance(text: str | None) -> Tolerance | None:
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
 @click.option("--address", help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray).")
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
+@click.option("--attempts", type=int, default=3, show_default=True,
+              help="Tries of a job whose unit disconnects or dies, on other units of its profile.")
+@click.option("--placement-deadline", "placement_deadline_s", type=float, default=600.0, show_default=True,
+              help="Seconds a job waits while no unit of its profile is up, before it fails.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
@@ -101,6 +105,8 @@ def submit(
     coreml_precision: str,
     address: str | None,
     adb: tuple[str, ...],
+    attempts: int,
+    placement_deadline_s: float,
     as_json: bool,
 ) -> None:
     """Compile MODEL per target, run it on the devices, and report."""
@@ -122,13 +128,17 @@ def submit(
         intra_op_threads=threads,
         profile_ops=not no_profile,
         coreml_precision=coreml_precision,
+        max_attempts=attempts,
+        placement_deadline_s=placement_deadline_s,
     )
-    profiles = state.profiles()
+    from farm.cli.agent import fleet_settings
+
+    profiles, settings = fleet_settings(state, adb)
     document = run_submit(
         request,
         home=state.home,
         profiles=profiles,
-        settings=state.agent_settings(profiles, adb),
+        settings=settings,
         cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
         progress=StderrProgress(),
     )

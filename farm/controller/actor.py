@@ -1,18 +1,25 @@
 """`DeviceActor`: one Ray actor per attached unit, on the node the unit is plugged into.
 
-The actor owns its agent; the unit runs one job at a time because an actor handles one
-call at a time (max_concurrency=1), with the profile's cool-down between jobs.
+The actor owns its agent; the fleet sends it one job at a time and keeps the profile's
+cool-down between jobs (`farm/controller/queue.py`), and `max_concurrency=1` makes a second
+call wait rather than share the device.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agents.base import AgentSettings, DeviceRun, DeviceUnit, Health, RunRequest
 from agents.registry import agent_class
-from farm.profiles import ThermalLimits
+
+#: a host's own unit takes its serial from this setting (FARM_AGENT_HOST_SERIAL) when set, so
+#: several nodes on one machine, or hosts with one hostname, still have distinct units
+HOST_SERIAL_SETTING = "host_serial"
 
 
 @dataclass(frozen=True)
@@ -28,11 +35,10 @@ class JobOnUnit:
 class DeviceActorImpl:
     """The plain class; `device_actor_class()` makes it a Ray actor."""
 
-    def __init__(self, unit: DeviceUnit, settings: AgentSettings, thermal: ThermalLimits) -> None:
+    def __init__(self, unit: DeviceUnit, settings: AgentSettings, cache_dir: str | None = None) -> None:
         self.unit = unit
-        self.thermal = thermal
         self.agent = agent_class(unit.platform)(settings)
-        self._last_job_end: float | None = None
+        self.cache_dir = Path(cache_dir) if cache_dir else None
 
     def describe(self) -> dict[str, Any]:
         import ray
@@ -42,39 +48,50 @@ class DeviceActorImpl:
     def health(self) -> Health:
         return self.agent.health(self.unit)
 
-    def run_job(self, request: RunRequest) -> JobOnUnit:
-        try:
-            if self._last_job_end is not None and self.thermal.cooldown_s > 0:
-                wait_s = self._last_job_end + self.thermal.cooldown_s - time.monotonic()
-                if wait_s > 0:
-                    time.sleep(wait_s)
-            started_at = time.time()
-            self.agent.prepare(self.unit, request)
-            run = self.agent.run(self.unit, request)
-            return JobOnUnit(run=run, unit=self.unit, started_at=started_at, finished_at=time.time())
-        finally:
-            self._last_job_end = time.monotonic()
+    def _local(self, request: RunRequest, blob: Any) -> RunRequest:
+        """The artifact on this node: the submitter's path where shared, else its shipped bytes."""
+        if blob is None or request.artifact.exists() or self.cache_dir is None:
+            return request
+        import ray
+
+        data: bytes = ray.get(blob)
+        if hashlib.sha256(data).hexdigest() != request.artifact_sha256:
+            data_sha = hashlib.sha256(data).hexdigest()[:12]
+            raise ValueError(f"shipped artifact is {data_sha}, expected {request.artifact_sha256[:12]}")
+        path = self.cache_dir / request.artifact_sha256 / request.artifact.name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(path.suffix + ".partial")
+            partial.write_bytes(data)
+            partial.rename(path)
+        return dataclasses.replace(request, artifact=path)
+
+    def run_job(self, request: RunRequest, blob: Any = None) -> JobOnUnit:
+        request = self._local(request, blob)
+        started_at = time.time()
+        self.agent.prepare(self.unit, request)
+        run = self.agent.run(self.unit, request)
+        return JobOnUnit(run=run, unit=self.unit, started_at=started_at, finished_at=time.time())
 
     def close(self) -> None:
         self.agent.close()
 
 
 def discover_units(platform: str, settings: AgentSettings) -> list[DeviceUnit]:
-    """Run on the node whose units are wanted (a Ray task pinned there)."""
+    """The units of one platform attached to this node (call it on that node)."""
     agent = agent_class(platform)(settings)
     try:
-        return agent.discover()
+        units = agent.discover()
     finally:
         agent.close()
+    serial = settings.extra.get(HOST_SERIAL_SETTING)
+    if platform == "host" and serial:
+        units = [dataclasses.replace(u, serial=serial) for u in units]
+    return units
 
 
 def device_actor_class() -> Any:
     import ray
 
-    return ray.remote(num_cpus=0, max_concurrency=1, max_restarts=0)(DeviceActorImpl)
-
-
-def discover_task() -> Any:
-    import ray
-
-    return ray.remote(num_cpus=0)(discover_units)
+    options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1, "max_restarts": 0}
+    return ray.remote(**options)(DeviceActorImpl)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from farm.errors import SchedulingError
 
@@ -23,6 +24,8 @@ class ClusterConfig:
     #: None: start an embedded local Ray; otherwise `ray://...` or `host:port` of a head
     address: str | None = None
     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
+    #: this process's node address, where one machine runs several Ray nodes (tests) or has several
+    node_ip_address: str | None = None
 
 
 @contextmanager
@@ -33,7 +36,7 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
     if ray.is_initialized():  # the caller (a test, `farm serve`) already holds a connection
         yield
         return
-    kwargs: dict[str, object] = {
+    kwargs: dict[str, Any] = {
         "namespace": RAY_NAMESPACE,
         "log_to_driver": False,
         "logging_level": logging.ERROR,  # Ray warns of token auth on every start
@@ -49,6 +52,8 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
                 **kwargs,
             )
         else:
+            if config.node_ip_address:
+                kwargs["_node_ip_address"] = config.node_ip_address
             ray.init(address=config.address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = config.address or "an embedded local Ray"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,8 +24,12 @@ from farm.artifacts import ArtifactStore
 from farm.compile import compile_for_target
 from farm.compile.report import CompiledArtifact
 from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS, FarmHome
-from farm.controller.cluster import ClusterConfig, ray_cluster
-from farm.controller.dispatch import Job, run_jobs
+from farm.controller.client import FleetClient, fleet_client
+from farm.controller.cluster import ClusterConfig
+from farm.controller.fleet import JobEvent
+from farm.controller.node_agent import default_platforms
+from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S, JobSpec
+from farm.controller.recording import RunRecorder, recorded_run
 from farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from farm.errors import FarmError, UsageError
 from farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
@@ -66,6 +71,10 @@ class SubmitRequest:
     intra_op_threads: int | None = None
     profile_ops: bool = True
     coreml_precision: str = "fp16"
+    #: tries of a job whose unit disconnected or died, on other units of the profile
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    #: how long a job waits while no unit of its profile is up
+    placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
 
 
 @dataclass
@@ -79,12 +88,17 @@ class Prepared:
     inputs: dict[str, np.ndarray]
 
 
-def prepare(request: SubmitRequest, profiles: dict[str, DeviceProfile]) -> Prepared:
+def prepare(
+    request: SubmitRequest, profiles: dict[str, DeviceProfile], attached: set[str] | None = None
+) -> Prepared:
+    """`attached`: the profiles with a unit up, for `--devices all`."""
     if request.runs < 1:
         raise UsageError("--runs must be at least 1")
     if request.warmup < 0:
         raise UsageError("--warmup cannot be negative")
-    selectors = parse_devices(request.devices, profiles)
+    if request.max_attempts < 1:
+        raise UsageError("--attempts must be at least 1")
+    selectors = parse_devices(request.devices, profiles, attached)
     check_targets(selectors, profiles, request.targets)
     info = inspect_model(request.model_path)
     shapes = resolve_shapes(info, request.shapes)
@@ -101,32 +115,178 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
         "run_id": run_id,
         "kind": "submit",
         "model": {
-            "name": info.name, "sha256": info.sha256, "path": str(info.path), "opset": info.opset,
+            "name": info.name,
+            "sha256": info.sha256,
+            "path": str(info.path),
+            "opset": info.opset,
             "nodes": info.node_count,
-            "inputs": [{"name": n, "shape": list(s), "dtype": str(prepared.inputs[n].dtype)}
-                       for n, s in prepared.shapes.items()],
+            "inputs": [
+                {"name": n, "shape": list(s), "dtype": str(prepared.inputs[n].dtype)}
+                for n, s in prepared.shapes.items()
+            ],
             "outputs": [{"name": o.name, "dtype": o.dtype} for o in info.outputs],
         },
-        "settings": {"runs": request.runs, "warmup": request.warmup, "seed": request.seed,
-                     "devices": request.devices,
-                     "targets": None if request.targets is None else [t.name for t in request.targets]},
+        "settings": {
+            "runs": request.runs,
+            "warmup": request.warmup,
+            "seed": request.seed,
+            "devices": request.devices,
+            "targets": None if request.targets is None else [t.name for t in request.targets],
+        },
     }
 
 
-def _compile_all(request: SubmitRequest, prepared: Prepared, home: FarmHome,
-                 progress: Progress) -> dict[Target, CompiledArtifact | FarmError]:
+def _compile_all(
+    request: SubmitRequest, prepared: Prepared, home: FarmHome, progress: Progress
+) -> dict[Target, CompiledArtifact | FarmError]:
     store = ArtifactStore(home.artifacts)
     compiled: dict[Target, CompiledArtifact | FarmError] = {}
     for target in sorted({t for _, t in prepared.plan}):
         progress.stage(f"compiling for {target}")
         try:
             compiled[target] = compile_for_target(
-                prepared.info.path, target, store, input_shapes=prepared.shapes,
+                prepared.info.path,
+                target,
+                store,
+                input_shapes=prepared.shapes,
                 coreml_precision=request.coreml_precision,
             )
         except FarmError as exc:
             compiled[target] = exc
     return compiled
+
+
+@dataclass
+class PlannedModel:
+    """One model's jobs, ready for the fleet: compiled, with its reference outputs."""
+
+    request: SubmitRequest
+    prepared: Prepared
+    reference: dict[str, np.ndarray]
+    specs: list[JobSpec] = field(default_factory=list)
+    #: job id -> (the job document's base fields, its compiled artifact)
+    bases: dict[str, tuple[dict[str, Any], CompiledArtifact]] = field(default_factory=dict)
+    #: jobs that failed before reaching a unit (their target did not compile)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def plan_model(
+    request: SubmitRequest,
+    prepared: Prepared,
+    run_id: str,
+    *,
+    home: FarmHome,
+    client: FleetClient,
+    progress: Progress,
+    expected_s: Callable[[dict[str, Any]], float | None] | None = None,
+) -> PlannedModel:
+    compiled = _compile_all(request, prepared, home, progress)
+    progress.stage(f"computing the host reference of {prepared.info.name}")
+    reference = reference_outputs(prepared.info.path, prepared.info.sha256, prepared.inputs, home.references)
+    planned = PlannedModel(request, prepared, reference)
+    shipped: dict[str, Any] = {}
+    for selector, target in prepared.plan:
+        job_id = f"{run_id}-{secrets.token_hex(3)}"
+        base: dict[str, Any] = {
+            "job_id": job_id,
+            "run_id": run_id,
+            "model": {"name": prepared.info.name, "sha256": prepared.info.sha256},
+            "device": selector.profile,
+            "unit": selector.serial,
+            "target": target.name,
+            "requested": str(selector),
+        }
+        artifact = compiled[target]
+        if isinstance(artifact, FarmError):
+            planned.failed.append(
+                failed_document({**base, "finished_at": time.time()}, str(artifact), type(artifact).__name__)
+            )
+            continue
+        if artifact.sha256 not in shipped:
+            shipped[artifact.sha256] = client.ship(artifact.path)
+        planned.bases[job_id] = (base, artifact)
+        planned.specs.append(
+            JobSpec(
+                job_id=job_id,
+                selector=selector,
+                request=RunRequest(
+                    artifact=artifact.path,
+                    artifact_sha256=artifact.sha256,
+                    target=target,
+                    inputs=prepared.inputs,
+                    warmup=request.warmup,
+                    runs=request.runs,
+                    profile_ops=request.profile_ops,
+                    intra_op_threads=request.intra_op_threads,
+                ),
+                artifact_blob=shipped[artifact.sha256],
+                expected_s=expected_s(base) if expected_s is not None else None,
+                max_attempts=request.max_attempts,
+                placement_deadline_s=request.placement_deadline_s,
+            )
+        )
+    return planned
+
+
+def _event_document(
+    event: JobEvent, base: dict[str, Any], artifact: CompiledArtifact, planned: PlannedModel
+) -> dict[str, Any]:
+    timing: dict[str, Any] = {
+        "queued_at": event.queued_at,
+        "started_at": event.started_at,
+        "finished_at": event.finished_at,
+        "attempts": event.attempts,
+    }
+    if event.started_at is not None and event.finished_at is not None:
+        timing["duration_s"] = event.finished_at - event.started_at
+    if event.unit is not None:
+        timing["unit"] = event.unit
+    merged = {**base, **timing}
+    if event.kind != "done" or event.run is None:
+        error = event.error or FarmError(event.message or "the job failed")
+        return failed_document(merged, str(error), type(error).__name__)
+    tolerance = planned.request.tolerance or default_tolerance(artifact.target)
+    return job_document(
+        base=merged,
+        target=artifact.target,
+        artifact=artifact,
+        run=event.run,
+        reference=planned.reference,
+        tolerance=tolerance,
+    )
+
+
+def run_planned(
+    planned: list[PlannedModel], client: FleetClient, recorder: RunRecorder, progress: Progress
+) -> None:
+    """Hand every job to the fleet as one submission; store each job as soon as it is complete."""
+    early = [doc for p in planned for doc in p.failed]
+    owners = {spec.job_id: p for p in planned for spec in p.specs}
+    progress.jobs_started(len(owners) + len(early))
+    for doc in early:
+        recorder.add_job(doc)
+        progress.job_finished(doc)
+
+    def on_event(event: JobEvent) -> None:
+        if event.kind in ("waiting", "retrying"):
+            base = owners[event.job_id].bases[event.job_id][0]
+            progress.stage(f"{base['requested']} {base['target']}: {event.message}")
+
+    for event in client.run([s for p in planned for s in p.specs], on_event):
+        owner = owners[event.job_id]
+        base, artifact = owner.bases[event.job_id]
+        doc = _event_document(event, base, artifact, owner)
+        recorder.add_job(doc)
+        progress.job_finished(doc)
+
+
+def platforms_for(
+    devices: str, prepared: Prepared | None, profiles: dict[str, DeviceProfile], settings: AgentSettings
+) -> tuple[str, ...]:
+    """The platforms an embedded fleet must discover on this host."""
+    if prepared is None:
+        return default_platforms(simulated="simulated_units" in settings.extra)
+    return tuple(sorted({profiles[s.profile].platform for s in prepared.selectors}))
 
 
 def submit(
@@ -139,57 +299,21 @@ def submit(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     progress = progress or SilentProgress()
-    prepared = prepare(request, profiles)
-    home.ensure()
-    run_id = new_run_id()
-    document = run_document(run_id, request, prepared)
-    with ray_cluster(cluster):
-        from farm.controller.dispatch import attach_units
-
-        progress.stage("finding devices")
-        units = attach_units(prepared.selectors, profiles, settings)
-        compiled = _compile_all(request, prepared, home, progress)
-        progress.stage("computing the host reference")
-        reference = reference_outputs(prepared.info.path, prepared.info.sha256, prepared.inputs, home.references)
-        with ResultsStore(home.store_path) as store:
-            store.start_run(run_id, "submit", document)
-            jobs_out: list[dict[str, Any]] = []
-            pending: list[Job] = []
-            for selector, target in prepared.plan:
-                base = {
-                    "job_id": f"{run_id}-{secrets.token_hex(3)}", "run_id": run_id,
-                    "model": {"name": prepared.info.name, "sha256": prepared.info.sha256},
-                    "device": selector.profile, "unit": selector.serial, "target": target.name,
-                }
-                artifact = compiled[target]
-                if isinstance(artifact, FarmError):
-                    failed = failed_document({**base, "finished_at": time.time()}, str(artifact),
-                                             type(artifact).__name__)
-                    store.add_job(run_id, failed)
-                    jobs_out.append(failed)
-                    continue
-                pending.append(Job(base=base, selector=selector, artifact=artifact, request=RunRequest(
-                    artifact=artifact.path, artifact_sha256=artifact.sha256, target=target,
-                    inputs=prepared.inputs, warmup=request.warmup, runs=request.runs,
-                    profile_ops=request.profile_ops, intra_op_threads=request.intra_op_threads,
-                )))
-            progress.jobs_started(len(pending) + len(jobs_out))
-            for job in jobs_out:
-                progress.job_finished(job)
-            for job, outcome in run_jobs(pending, units):
-                base = {**job.base, **outcome.timing}
-                if outcome.error is not None:
-                    doc = failed_document(base, str(outcome.error), type(outcome.error).__name__)
-                else:
-                    assert outcome.run is not None
-                    tolerance = request.tolerance or default_tolerance(job.artifact.target)
-                    doc = job_document(base=base, target=job.artifact.target, artifact=job.artifact,
-                                       run=outcome.run, reference=reference, tolerance=tolerance)
-                store.add_job(run_id, doc)
-                jobs_out.append(doc)
-                progress.job_finished(doc)
-            failed_jobs = sum(1 for j in jobs_out if j["status"] != "ok")
-            status = "complete" if failed_jobs == 0 else ("failed" if failed_jobs == len(jobs_out) else "partial")
-            store.finish_run(run_id, status)
-    document.update(status=status, jobs=jobs_out)
+    every = request.devices.strip() == "all"
+    prepared = None if every else prepare(request, profiles)
+    progress.stage("finding devices")
+    with fleet_client(
+        cluster, settings, profiles, platforms_for(request.devices, prepared, profiles, settings)
+    ) as client:
+        if prepared is None:
+            prepared = prepare(request, profiles, attached=client.attached_profiles())
+        if client.embedded:
+            client.check_attached(prepared.selectors)
+        home.ensure()
+        run_id = new_run_id()
+        document = run_document(run_id, request, prepared)
+        planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
+        with ResultsStore(home.store_path) as store, recorded_run(store, run_id, "submit", document) as rec:
+            run_planned([planned], client, rec, progress)
+    document.update(status=rec.status, jobs=rec.jobs)
     return document

@@ -20,7 +20,9 @@ class DeviceSelector:
         return self.profile if self.serial is None else f"{self.profile}:{self.serial}"
 
 
-def parse_devices(text: str, profiles: dict[str, DeviceProfile], attached: set[str] | None = None) -> list[DeviceSelector]:
+def parse_devices(
+    text: str, profiles: dict[str, DeviceProfile], attached: set[str] | None = None
+) -> list[DeviceSelector]:
     """`host-cpu,pixel8:ABC` -> selectors; `all` -> every profile with a unit attached."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -45,14 +47,13 @@ def targets_for(profile: DeviceProfile, wanted: list[Target] | None) -> list[Tar
     return [t for t in wanted if profile.supports(t)]
 
 
-def check_targets(selectors: list[DeviceSelector], profiles: dict[str, DeviceProfile],
-                  wanted: list[Target] | None) -> None:
+def check_targets(
+    selectors: list[DeviceSelector], profiles: dict[str, DeviceProfile], wanted: list[Target] | None
+) -> None:
     """Every requested target must be supported by at least one requested device."""
     if wanted is None:
         return
     for target in wanted:
         if not any(profiles[s.profile].supports(target) for s in selectors):
             supported = sorted({t.name for s in selectors for t in profiles[s.profile].targets})
-            raise UsageError(
-                f"no selected device supports {target}; they support: {', '.join(supported)}"
-            )
+            raise UsageError(f"no selected device supports {target}; they support: {', '.join(supported)}")

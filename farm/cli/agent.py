@@ -1,0 +1,103 @@
+"""`farm agent`: serve this host's devices to the fleet (one `DeviceActor` per unit)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agents.base import AgentSettings
+from farm.cli.context import CliState, handles_errors
+from farm.profiles import DeviceProfile
+
+#: `FARM_SIMULATED_DEVICES=N`: serve N simulated units (scheduler load tests; never by default)
+SIMULATED_ENV = "FARM_SIMULATED_DEVICES"
+
+
+def fleet_settings(
+    state: CliState, adb: tuple[str, ...] = (), simulated: int | None = None
+) -> tuple[dict[str, DeviceProfile], AgentSettings]:
+    """Profiles and agent settings; simulated units join only when asked for (flag or env)."""
+    from dataclasses import replace
+
+    profiles = state.profiles()
+    settings = state.agent_settings(profiles, adb)
+    count = simulated if simulated is not None else os.environ.get(SIMULATED_ENV)
+    if count is not None and str(count) not in ("", "0"):
+        from agents.simulated.profile import with_simulated
+
+        profiles = with_simulated(profiles)
+        extra = {**settings.extra, "simulated_units": str(count)}
+        settings = replace(settings, profiles=profiles, extra=extra)
+    return profiles, settings
+
+
+def log_to_stderr() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("farm.controller").setLevel(logging.INFO)
+
+
+def stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+@click.command()
+@click.option("--address", help="Ray head, host:port (default: $RAY_ADDRESS).")
+@click.option("--node-ip", help="This host's address in the cluster, where it has several.")
+@click.option(
+    "--rediscover",
+    "rediscover_s",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds between two discoveries of attached units.",
+)
+@click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
+@click.option(
+    "--simulated", type=int, help=f"Also serve N simulated units (load tests; also ${SIMULATED_ENV})."
+)
+@click.pass_obj
+@handles_errors
+def agent(
+    state: CliState,
+    address: str | None,
+    node_ip: str | None,
+    rediscover_s: float,
+    adb: tuple[str, ...],
+    simulated: int | None,
+) -> None:
+    """Join the Ray cluster and serve this host's devices to the farm controller until stopped."""
+    from farm.controller.cluster import ClusterConfig, ray_cluster
+    from farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms, find_fleet
+    from farm.errors import UsageError
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        raise UsageError("farm agent needs the cluster: --address HEAD:PORT (or $RAY_ADDRESS)")
+    profiles, settings = fleet_settings(state, adb, simulated)
+    log_to_stderr()
+    stop = stop_on_signals()
+    config = NodeAgentConfig(
+        platforms=default_platforms(simulated="simulated_units" in settings.extra),
+        cache_dir=Path(state.home.root) / "agent-artifacts",
+        rediscover_s=rediscover_s,
+    )
+    with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
+        node = NodeAgent(config, settings, profiles)
+        click.echo(f"farm agent on node {node.node_id[:12]}: serving {', '.join(config.platforms)}", err=True)
+        try:
+            node.serve_forever(stop, find_fleet)
+        finally:
+            node.close()

@@ -1,0 +1,83 @@
+"""`farm nightly SUITE.yaml`: one run of a suite, compared with its baseline; exit 1 on regression.
+
+No scheduler of its own: cron or a systemd timer calls it (docs/fleet.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from farm.cli.agent import fleet_settings
+from farm.cli.context import CliState, handles_errors
+from farm.cli.output import json_default
+from farm.cli.submit import StderrProgress
+
+#: `farm nightly` exits with this when a job regressed against the baseline
+EXIT_REGRESSION = 1
+
+
+def _push(url: str, run: dict[str, object], jobs: list[dict[str, object]]) -> None:
+    from farm.errors import UsageError
+
+    try:
+        from farm.metrics.pushgateway import push_run_summary
+    except ImportError:
+        raise UsageError(
+            "--pushgateway: this farm has no Pushgateway support (farm.metrics.pushgateway)"
+        ) from None
+    push_run_summary(url, run, jobs)
+
+
+@click.command()
+@click.argument("suite_path", metavar="SUITE", type=click.Path(path_type=Path))
+@click.option(
+    "--baseline", help="Compare with this run (id or prefix) instead of the suite's latest complete run."
+)
+@click.option(
+    "--address", help="Ray cluster with `farm serve` (default: $RAY_ADDRESS, else an embedded local Ray)."
+)
+@click.option("--pushgateway", help="Push the run summary to this Prometheus Pushgateway URL.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the run and its comparison as one JSON document."
+)
+@click.pass_obj
+@handles_errors
+def nightly(
+    state: CliState,
+    suite_path: Path,
+    baseline: str | None,
+    address: str | None,
+    pushgateway: str | None,
+    as_json: bool,
+) -> None:
+    """Run the suite SUITE (YAML: models x devices x targets) and report regressions."""
+    from farm.controller.cluster import ClusterConfig
+    from farm.nightly.report import print_summary
+    from farm.nightly.run import run_nightly
+    from farm.nightly.suite import load_suite
+
+    suite = load_suite(suite_path)
+    profiles, settings = fleet_settings(state)
+    result = run_nightly(
+        suite,
+        home=state.home,
+        profiles=profiles,
+        settings=settings,
+        cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
+        baseline=baseline,
+        progress=StderrProgress(),
+    )
+    if pushgateway:
+        _push(pushgateway, result.run, result.run["jobs"])
+    if as_json:
+        document = {**result.run, "comparison": result.comparison.to_dict()}
+        sys.stdout.write(json.dumps(document, default=json_default) + "\n")
+    else:
+        print_summary(result)
+    if result.comparison.regressions or result.run["status"] == "failed":
+        sys.exit(EXIT_REGRESSION)

@@ -1,0 +1,123 @@
+"""`farm serve`: the controller. The fleet actor (registry and job queue) lives as long as this."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import click
+
+from farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
+from farm.cli.context import CliState, handles_errors
+
+STATUS_EVERY_S = 60.0
+
+
+def _start_fleet(node_id: str) -> Any:
+    import ray
+
+    from farm.controller.cluster import RAY_NAMESPACE
+    from farm.controller.fleet import FLEET_ACTOR_NAME, fleet_actor_class
+    from farm.controller.node_agent import node_strategy
+    from farm.errors import SchedulingError
+
+    try:
+        ray.get_actor(FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE)
+    except ValueError:
+        pass
+    else:
+        raise SchedulingError(
+            "a farm controller is already running on this cluster", hint="stop the other `farm serve` first"
+        )
+    fleet = (
+        fleet_actor_class()
+        .options(name=FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE, scheduling_strategy=node_strategy(node_id))
+        .remote()
+    )
+    ray.get(fleet.units.remote())  # the actor is up before agents and submitters look for it
+    return fleet
+
+
+@click.command()
+@click.option(
+    "--address",
+    help="Ray head, host:port (default: $RAY_ADDRESS; none: an embedded local Ray "
+    "that serves this host's own devices).",
+)
+@click.option("--node-ip", help="This host's address in the cluster, where it has several.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Where /metrics listens.")
+@click.option("--metrics-port", type=int, help="Serve Prometheus /metrics on this port (0: any free port).")
+@click.option("--simulated", type=int, help="Embedded only: also serve N simulated units (load tests).")
+@click.pass_obj
+@handles_errors
+def serve(
+    state: CliState,
+    address: str | None,
+    node_ip: str | None,
+    metrics_host: str,
+    metrics_port: int | None,
+    simulated: int | None,
+) -> None:
+    """Run the farm controller: the device registry, the job queue, /metrics."""
+    import ray
+
+    from farm.controller.client import FleetStateClient
+    from farm.controller.cluster import ClusterConfig, ray_cluster
+    from farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
+    from farm.controller.recording import interrupt_orphans
+    from farm.store import ResultsStore
+
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    profiles, settings = fleet_settings(state, (), simulated)
+    log_to_stderr()
+    stop = stop_on_signals()
+    home = state.home.ensure()
+    with ResultsStore(home.store_path) as store:
+        for run_id in interrupt_orphans(store):
+            click.echo(
+                f"run {run_id} was left running by a controller that died: marked interrupted", err=True
+            )
+    with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
+        node_id = ray.get_runtime_context().get_node_id()
+        fleet = _start_fleet(node_id)
+        threads: list[threading.Thread] = []
+        local: NodeAgent | None = None
+        if address is None:
+            config = NodeAgentConfig(
+                platforms=default_platforms("simulated_units" in settings.extra),
+                cache_dir=home.root / "agent-artifacts",
+            )
+            local = NodeAgent(config, settings, profiles)
+            threads.append(
+                threading.Thread(target=local.serve_forever, args=(stop, lambda: fleet), daemon=True)
+            )
+        metrics = None
+        if metrics_port is not None:
+            from farm.metrics.server import start_metrics_server
+
+            metrics = start_metrics_server(
+                home.store_path, metrics_host, metrics_port, FleetStateClient(fleet)
+            )
+            click.echo(f"metrics on {metrics.url}", err=True)
+        for thread in threads:
+            thread.start()
+        where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"
+        click.echo(f"farm controller serving on {where}; store {home.store_path}", err=True)
+        try:
+            while not stop.wait(STATUS_EVERY_S):
+                snap = FleetStateClient(fleet).snapshot()
+                up = sum(1 for d in snap.devices if d.up)
+                busy = sum(1 for d in snap.devices if d.busy)
+                click.echo(
+                    f"{time.strftime('%H:%M:%S')} units up {up}, busy {busy}; "
+                    f"jobs queued {snap.queue_jobs}, running {snap.running_jobs}",
+                    err=True,
+                )
+        finally:
+            if metrics is not None:
+                metrics.stop()
+            if local is not None:
+                local.close()
+            ray.kill(fleet)

@@ -1,0 +1,146 @@
+"""A submitter's side of the fleet: reach it (or start an embedded one), hand it jobs, stream back.
+
+With an address, the fleet is the one `farm serve` runs on that cluster, and units are those
+that `farm agent`s registered. Without one, an embedded local Ray runs a private fleet with
+this host's own units, for as long as the submission lasts.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.base import AgentSettings
+from farm.controller.cluster import ClusterConfig, ray_cluster
+from farm.controller.fleet import JobEvent
+from farm.controller.queue import JobSpec
+from farm.controller.ray_errors import to_farm_error
+from farm.controller.selection import DeviceSelector
+from farm.errors import FarmError, SchedulingError
+from farm.profiles import DeviceProfile
+
+#: how long one long-poll of the fleet waits for events before asking again
+POLL_S = 1.0
+#: artifacts above this size are not shipped through the object store (shared filesystem needed)
+MAX_SHIPPED_BYTES = 512 * 1024 * 1024
+
+
+@dataclass
+class FleetClient:
+    fleet: Any
+    embedded: bool
+
+    def units(self) -> list[dict[str, Any]]:
+        import ray
+
+        try:
+            result: list[dict[str, Any]] = ray.get(self.fleet.units.remote())
+        except Exception as exc:
+            raise _controller_lost(exc) from None
+        return result
+
+    def attached_profiles(self) -> set[str]:
+        return {u["unit"].profile for u in self.units() if u["up"]}
+
+    def check_attached(self, selectors: list[DeviceSelector]) -> None:
+        """Embedded: no unit will appear later, so a selector without one is an error now."""
+        units = [u["unit"] for u in self.units() if u["up"]]
+        for selector in selectors:
+            if not any(u.profile == selector.profile and selector.serial in (None, u.serial) for u in units):
+                attached = ", ".join(sorted(u.name for u in units)) or "none"
+                raise SchedulingError(
+                    f"no unit of {selector} is attached to this host (attached: {attached})"
+                )
+
+    def ship(self, path: Path) -> Any:
+        """The artifact's bytes in the object store, for nodes without the submitter's files."""
+        import ray
+
+        if self.embedded or not path.is_file() or path.stat().st_size > MAX_SHIPPED_BYTES:
+            return None
+        return ray.put(path.read_bytes())
+
+    def run(
+        self, specs: list[JobSpec], on_event: Callable[[JobEvent], None] | None = None
+    ) -> Iterator[JobEvent]:
+        """Submit `specs` as one submission; yield each job's final event as it arrives."""
+        import ray
+
+        submission = secrets.token_hex(6)
+        remaining = {s.job_id for s in specs}
+        try:
+            ray.get(self.fleet.submit.remote(submission, specs))
+            while remaining:
+                for event in ray.get(self.fleet.poll.remote(submission, POLL_S)):
+                    if on_event is not None:
+                        on_event(event)
+                    if event.final and event.job_id in remaining:
+                        remaining.discard(event.job_id)
+                        yield event
+        except FarmError:
+            raise
+        except Exception as exc:
+            raise _controller_lost(exc) from None
+        finally:
+            if remaining:
+                with suppress(Exception):
+                    ray.get(self.fleet.cancel.remote(submission), timeout=5)
+
+
+def _controller_lost(exc: BaseException) -> SchedulingError:
+    error = to_farm_error(exc)
+    return SchedulingError(
+        f"lost the farm controller: {error}",
+        hint="completed jobs are in the store; restart `farm serve` and resubmit",
+    )
+
+
+@contextmanager
+def fleet_client(
+    cluster: ClusterConfig,
+    settings: AgentSettings,
+    profiles: dict[str, DeviceProfile],
+    platforms: tuple[str, ...],
+) -> Iterator[FleetClient]:
+    """The fleet at `cluster.address`, or an embedded one serving this host's `platforms`."""
+    with ray_cluster(cluster):
+        if cluster.address is not None:
+            from farm.controller.node_agent import find_fleet
+
+            yield FleetClient(fleet=find_fleet(), embedded=False)
+            return
+        import ray
+
+        from farm.controller.fleet import fleet_actor_class
+        from farm.controller.node_agent import NodeAgent, NodeAgentConfig, node_strategy
+
+        agent = NodeAgent(NodeAgentConfig(platforms=platforms), settings, profiles)
+        fleet = fleet_actor_class().options(scheduling_strategy=node_strategy(agent.node_id)).remote()
+        try:
+            agent.register(fleet)
+            yield FleetClient(fleet=fleet, embedded=True)
+        finally:
+            agent.close()
+            ray.kill(fleet)
+
+
+class FleetStateClient:
+    """The fleet's `FleetSnapshot` for the metrics exporter (`farm.metrics.fleet_state`)."""
+
+    def __init__(self, fleet: Any, timeout_s: float = 2.0) -> None:
+        self.fleet = fleet
+        self.timeout_s = timeout_s
+
+    def snapshot(self) -> Any:
+        import ray
+
+        from farm.metrics.fleet_state import FleetSnapshot
+
+        try:
+            return ray.get(self.fleet.snapshot.remote(), timeout=self.timeout_s)
+        except Exception:  # a scrape during a controller restart: report an empty fleet
+            return FleetSnapshot()

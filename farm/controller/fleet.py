@@ -1,0 +1,305 @@
+"""The fleet: a Ray actor that knows every unit and runs the job queue.
+
+`farm agent` on each host registers its units (each with its `DeviceActor`); submitters
+(`farm submit`, `farm nightly`) hand it jobs and long-poll for events. It is an asyncio actor:
+each running job is one awaited ObjectRef, so hundreds of units cost one process.
+
+Failures: a job whose unit disconnected (`DeviceLostError`) or whose actor or node died is
+tried again on another unit of its profile, up to its `max_attempts`; every attempt is kept.
+A job that no up unit can take waits with status "waiting" until its placement deadline,
+then fails with a `SchedulingError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.base import DeviceRun, DeviceUnit
+from farm.controller.queue import JobSpec, QueuedJob, Schedule, UnitSlot
+from farm.controller.ray_errors import is_retryable, to_farm_error
+from farm.errors import FarmError, SchedulingError
+
+log = logging.getLogger(__name__)
+
+FLEET_ACTOR_NAME = "fleet"
+#: how often the fleet asks Ray which nodes are alive, and checks placement deadlines
+DEFAULT_HEALTH_PERIOD_S = 1.0
+
+
+@dataclass
+class JobEvent:
+    """What happened to a job: waiting | started | retrying | done | failed."""
+
+    job_id: str
+    kind: str
+    message: str = ""
+    unit: str | None = None
+    run: DeviceRun | None = None
+    error: FarmError | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    queued_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind in ("done", "failed")
+
+
+@dataclass(frozen=True)
+class UnitEntry:
+    """What an agent registers: the unit, its actor, and its profile's cool-down."""
+
+    unit: DeviceUnit
+    actor: Any
+    cooldown_s: float = 0.0
+
+
+class FleetActorImpl:
+    """The plain class; `fleet_actor_class()` makes it an asyncio Ray actor."""
+
+    def __init__(self, health_period_s: float = DEFAULT_HEALTH_PERIOD_S) -> None:
+        self.schedule = Schedule()
+        self.health_period_s = health_period_s
+        self.events: dict[str, list[JobEvent]] = {}
+        self._signals: dict[str, asyncio.Event] = {}
+        self._wake: asyncio.Event | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dispatch_s: list[float] = []
+
+    # -- agents --------------------------------------------------------------------------
+
+    async def register(self, node_id: str, entries: list[UnitEntry]) -> dict[str, list[str]]:
+        slots = [
+            UnitSlot(unit=e.unit, actor=e.actor, node_id=node_id, cooldown_s=e.cooldown_s) for e in entries
+        ]
+        added, gone = self.schedule.register(node_id, slots)
+        for key in added:
+            log.info("unit %s is up on node %s", key, node_id[:8])
+        for key in gone:
+            log.info("unit %s is down: no longer attached", key)
+        self._kick()
+        return {"added": added, "down": gone}
+
+    async def units(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "unit": s.unit,
+                "node_id": s.node_id,
+                "up": s.up,
+                "reason": s.reason,
+                "busy": s.running is not None,
+                "jobs_done": s.jobs_done,
+            }
+            for s in self.schedule.units.values()
+        ]
+
+    async def snapshot(self) -> Any:
+        from farm.metrics.fleet_state import FleetSnapshot, UnitState
+
+        devices = tuple(
+            UnitState(device=s.unit.profile, unit=s.unit.serial, up=s.up, busy=s.running is not None)
+            for s in self.schedule.units.values()
+        )
+        return FleetSnapshot(
+            devices=devices, queue_jobs=self.schedule.pending(), running_jobs=len(self.schedule.running)
+        )
+
+    async def dispatch_overheads_s(self) -> list[float]:
+        """Seconds the fleet spent deciding and sending each job (for benchmarks)."""
+        return list(self._dispatch_s)
+
+    # -- submitters ----------------------------------------------------------------------
+
+    async def submit(self, submission: str, specs: list[JobSpec]) -> None:
+        self.events.setdefault(submission, [])
+        self.schedule.enqueue(submission, specs)
+        self._kick()
+
+    async def poll(self, submission: str, timeout_s: float) -> list[JobEvent]:
+        """The submission's events since the last poll; waits up to `timeout_s` for one."""
+        if not self.events.get(submission):
+            signal = self._signals.setdefault(submission, asyncio.Event())
+            signal.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), timeout_s)
+        events, self.events[submission] = self.events.get(submission, []), []
+        return events
+
+    async def cancel(self, submission: str) -> int:
+        dropped = self.schedule.cancel(submission)
+        self.events.pop(submission, None)
+        self._signals.pop(submission, None)
+        return len(dropped)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _emit(self, submission: str, event: JobEvent) -> None:
+        if submission not in self.events:
+            return  # cancelled
+        self.events[submission].append(event)
+        signal = self._signals.get(submission)
+        if signal is not None:
+            signal.set()
+
+    def _kick(self) -> None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        if self._loop_task is None or self._loop_task.done():
+            self._loop_task = asyncio.get_running_loop().create_task(self._run_loop())
+        self._wake.set()
+
+    async def _run_loop(self) -> None:
+        assert self._wake is not None
+        next_health = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_health:
+                await self._check_health()
+                next_health = now + self.health_period_s
+            self._start_ready()
+            wait_s = self.health_period_s
+            cooling = self.schedule.next_wakeup(time.monotonic())
+            if cooling is not None:
+                wait_s = min(wait_s, cooling)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(wait_s, 0.001))
+
+    async def _check_health(self) -> None:
+        import ray
+
+        try:
+            nodes = await asyncio.get_running_loop().run_in_executor(None, ray.nodes)
+        except Exception as exc:  # the GCS is briefly unreachable: try again next period
+            log.warning("cannot list Ray nodes: %s", exc)
+            nodes = []
+        for node in nodes:
+            if not node.get("Alive", True):
+                for key in self.schedule.mark_node_down(node["NodeID"], "its Ray node died"):
+                    log.info("unit %s is down: its node died", key)
+        waiting, expired = self.schedule.unplaceable()
+        for job in waiting:
+            self._emit(
+                job.submission,
+                JobEvent(
+                    job.spec.job_id,
+                    "waiting",
+                    queued_at=job.queued_at,
+                    message=f"no unit of {job.spec.selector} is up; waiting up to "
+                    f"{job.spec.placement_deadline_s:.0f}s for one",
+                ),
+            )
+        for job in expired:
+            error = SchedulingError(
+                f"no unit of {job.spec.selector} came up within {job.spec.placement_deadline_s:.0f}s",
+                hint="start `farm agent` on the host the device is attached to; `farm devices` lists units",
+            )
+            self._emit(
+                job.submission,
+                JobEvent(
+                    job.spec.job_id,
+                    "failed",
+                    message=str(error),
+                    error=error,
+                    queued_at=job.queued_at,
+                    attempts=[a.to_dict() for a in job.attempts],
+                    finished_at=time.time(),
+                ),
+            )
+
+    def _start_ready(self) -> None:
+        for job, slot in self.schedule.assign():
+            began = time.perf_counter()
+            ref = slot.actor.run_job.remote(job.spec.request, job.spec.artifact_blob)
+            self._dispatch_s.append(time.perf_counter() - began)
+            task = asyncio.get_running_loop().create_task(self._finish(job, slot, ref, time.time()))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self._emit(
+                job.submission,
+                JobEvent(
+                    job.spec.job_id, "started", unit=slot.key, queued_at=job.queued_at, started_at=time.time()
+                ),
+            )
+
+    async def _finish(self, job: QueuedJob, slot: UnitSlot, ref: Any, started_at: float) -> None:
+        from farm.controller.queue import Attempt
+
+        attempt = Attempt(unit=slot.key, started_at=started_at)
+        job.attempts.append(attempt)
+        try:
+            done = await ref
+        except Exception as exc:  # what the agent raised, or the death of its actor or node
+            error = to_farm_error(exc)
+            attempt.finished_at, attempt.error = time.time(), f"{type(error).__name__}: {error}"
+            self.schedule.release(job.spec.job_id)
+            if is_retryable(error):
+                self.schedule.mark_down(slot.key, str(error))
+                log.info("unit %s is down: %s", slot.key, error)
+            self._failed(job, error)
+        else:
+            attempt.finished_at = done.finished_at
+            self.schedule.release(job.spec.job_id)
+            self._emit(
+                job.submission,
+                JobEvent(
+                    job.spec.job_id,
+                    "done",
+                    unit=done.unit.serial,
+                    run=done.run,
+                    attempts=[a.to_dict() for a in job.attempts],
+                    queued_at=job.queued_at,
+                    started_at=done.started_at,
+                    finished_at=done.finished_at,
+                ),
+            )
+        self._kick()
+
+    def _failed(self, job: QueuedJob, error: FarmError) -> None:
+        attempts = [a.to_dict() for a in job.attempts]
+        if is_retryable(error) and len(job.attempts) < job.spec.max_attempts:
+            job.avoid.add(job.attempts[-1].unit)
+            self.schedule.requeue(job)
+            self._emit(
+                job.submission,
+                JobEvent(
+                    job.spec.job_id,
+                    "retrying",
+                    message=f"{error}; trying another unit",
+                    unit=job.attempts[-1].unit,
+                    error=error,
+                    attempts=attempts,
+                    queued_at=job.queued_at,
+                ),
+            )
+            return
+        if is_retryable(error):
+            error = type(error)(f"{error} (gave up after {len(job.attempts)} attempt(s))", hint=error.hint)
+        self._emit(
+            job.submission,
+            JobEvent(
+                job.spec.job_id,
+                "failed",
+                message=str(error),
+                unit=job.attempts[-1].unit,
+                error=error,
+                attempts=attempts,
+                queued_at=job.queued_at,
+                started_at=job.attempts[0].started_at,
+                finished_at=time.time(),
+            ),
+        )
+
+
+def fleet_actor_class() -> Any:
+    import ray
+
+    options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 1000}
+    return ray.remote(**options)(FleetActorImpl)

@@ -1,0 +1,81 @@
+"""A run in the store: started, each job written whole when it is complete, finished or interrupted.
+
+The run document names its controller (host and pid). A controller that starts marks the runs
+that a dead controller on its host left "running" as "interrupted": their complete jobs stay,
+and nothing reads as still in progress.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from farm.store import ResultsStore
+
+
+def controller_identity() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def interrupt_orphans(store: ResultsStore) -> list[str]:
+    """Mark this host's runs whose controller process is gone; returns their ids."""
+    here = socket.gethostname()
+    marked = []
+    for run in store.running_runs():
+        owner = run.document.get("controller") or {}
+        orphaned = (
+            owner.get("host") == here and isinstance(owner.get("pid"), int) and not _alive(owner["pid"])
+        )
+        if orphaned and store.mark_interrupted(run.run_id):
+            marked.append(run.run_id)
+    return marked
+
+
+def run_status(jobs: list[dict[str, Any]]) -> str:
+    failed = sum(1 for j in jobs if j["status"] != "ok")
+    if not jobs or failed == 0:
+        return "complete"
+    return "failed" if failed == len(jobs) else "partial"
+
+
+class RunRecorder:
+    def __init__(self, store: ResultsStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.jobs: list[dict[str, Any]] = []
+        self.status = "running"
+
+    def add_job(self, job: dict[str, Any]) -> None:
+        self.store.add_job(self.run_id, job)
+        self.jobs.append(job)
+
+
+@contextmanager
+def recorded_run(
+    store: ResultsStore, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None
+) -> Iterator[RunRecorder]:
+    """Start the run; finish it with its status, or mark it interrupted if the body raised."""
+    interrupt_orphans(store)
+    store.start_run(run_id, kind, {**document, "controller": controller_identity()}, suite=suite)
+    recorder = RunRecorder(store, run_id)
+    try:
+        yield recorder
+    except BaseException:
+        store.mark_interrupted(run_id)
+        recorder.status = "interrupted"
+        raise
+    recorder.status = run_status(recorder.jobs)
+    store.finish_run(run_id, recorder.status)

@@ -1,0 +1,131 @@
+"""`farm nightly SUITE`: run every model of the suite as one run, then compare with the baseline.
+
+The baseline is the latest complete run of the same suite (or the one asked for), chosen
+before this run starts. Its job durations also order this run's queue longest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agents.base import AgentSettings
+from farm.config import FarmHome
+from farm.controller.client import fleet_client
+from farm.controller.cluster import ClusterConfig
+from farm.controller.pipeline import (
+    Prepared,
+    Progress,
+    SilentProgress,
+    SubmitRequest,
+    plan_model,
+    platforms_for,
+    prepare,
+    run_document,
+    run_planned,
+)
+from farm.controller.recording import recorded_run
+from farm.errors import UsageError
+from farm.nightly.compare import Comparison, compare_runs, job_key
+from farm.nightly.suite import Suite
+from farm.profiles import DeviceProfile
+from farm.store import ResultsStore, new_run_id
+
+
+@dataclass
+class NightlyResult:
+    run: dict[str, Any]
+    comparison: Comparison
+
+
+def requests_for(suite: Suite) -> list[SubmitRequest]:
+    return [
+        SubmitRequest(
+            model_path=m.path,
+            devices=",".join(m.devices),
+            targets=None if m.targets is None else list(m.targets),
+            runs=m.runs,
+            warmup=m.warmup,
+            shapes=dict(m.shapes),
+            max_attempts=suite.attempts,
+            placement_deadline_s=suite.placement_deadline_s,
+        )
+        for m in suite.models
+    ]
+
+
+def choose_baseline(
+    store: ResultsStore, suite: str, wanted: str | None
+) -> tuple[str | None, list[dict[str, Any]]]:
+    if wanted is not None:
+        run_id = store.resolve_run_id(wanted)
+        return run_id, store.jobs(run_id)
+    for run in store.runs(limit=200, kind="nightly", suite=suite):
+        if run.status == "complete":
+            return run.run_id, store.jobs(run.run_id)
+    return None, []
+
+
+def run_nightly(
+    suite: Suite,
+    *,
+    home: FarmHome,
+    profiles: dict[str, DeviceProfile],
+    settings: AgentSettings,
+    cluster: ClusterConfig,
+    baseline: str | None = None,
+    progress: Progress | None = None,
+) -> NightlyResult:
+    progress = progress or SilentProgress()
+    requests = requests_for(suite)
+    every = any(r.devices.strip() == "all" for r in requests)
+    checked: list[Prepared | None] = [None if every else prepare(r, profiles) for r in requests]
+    platforms = tuple(
+        sorted(
+            {
+                p
+                for r, c in zip(requests, checked, strict=True)
+                for p in platforms_for(r.devices, c, profiles, settings)
+            }
+        )
+    )
+    with fleet_client(cluster, settings, profiles, platforms) as client:
+        prepared = [
+            c or prepare(r, profiles, attached=client.attached_profiles())
+            for r, c in zip(requests, checked, strict=True)
+        ]
+        if client.embedded:
+            for p in prepared:
+                client.check_attached(p.selectors)
+        home.ensure()
+        run_id = new_run_id()
+        with ResultsStore(home.store_path) as store:
+            baseline_id, baseline_jobs = choose_baseline(store, suite.name, baseline)
+            durations = {job_key(j): j["duration_s"] for j in baseline_jobs if j.get("duration_s")}
+
+            def expected(base: dict[str, Any]) -> float | None:
+                return durations.get(job_key(base))
+
+            planned = [
+                plan_model(r, p, run_id, home=home, client=client, progress=progress, expected_s=expected)
+                for r, p in zip(requests, prepared, strict=True)
+            ]
+            document = {
+                "run_id": run_id,
+                "kind": "nightly",
+                "suite": suite.name,
+                "suite_path": str(suite.source) if suite.source else None,
+                "baseline_run": baseline_id,
+                "models": [
+                    run_document(run_id, r, p)["model"] for r, p in zip(requests, prepared, strict=True)
+                ],
+                "settings": {"attempts": suite.attempts, "placement_deadline_s": suite.placement_deadline_s},
+            }
+            with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
+                run_planned(planned, client, recorder, progress)
+    if baseline is not None and baseline_id is None:
+        raise UsageError(f"baseline run {baseline!r} not found")
+    document.update(status=recorder.status, jobs=recorder.jobs)
+    return NightlyResult(
+        run=document, comparison=compare_runs(baseline_id, baseline_jobs, recorder.jobs, suite.policy)
+    )

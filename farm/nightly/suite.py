@@ -1,0 +1,160 @@
+"""A nightly suite: which models run on which devices and targets, how many runs, what counts
+as a regression. YAML, validated on load with errors that name the file and the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from farm.analysis.regression import RegressionPolicy
+from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from farm.errors import UsageError
+from farm.targets import Target
+
+
+@dataclass(frozen=True)
+class SuiteModel:
+    path: Path
+    devices: tuple[str, ...]
+    targets: tuple[Target, ...] | None = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    runs: int = DEFAULT_TIMED_RUNS
+    warmup: int = DEFAULT_WARMUP_RUNS
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    models: tuple[SuiteModel, ...]
+    attempts: int = DEFAULT_MAX_ATTEMPTS
+    placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
+    policy: RegressionPolicy = field(default_factory=RegressionPolicy)
+    source: Path | None = None
+
+
+SUITE_FIELDS = {
+    "name",
+    "models",
+    "devices",
+    "targets",
+    "runs",
+    "warmup",
+    "attempts",
+    "placement_deadline_s",
+    "regression",
+}
+MODEL_FIELDS = {"path", "devices", "targets", "shapes", "runs", "warmup"}
+POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db"}
+
+
+def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise UsageError(f"{where}: unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
+
+
+def _number(value: Any, where: str, kind: type = int, minimum: float = 0) -> Any:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (kind is int and not isinstance(value, int))
+    ):
+        raise UsageError(f"{where} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    if value < minimum:
+        raise UsageError(f"{where} must be at least {minimum}, got {value}")
+    return kind(value)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",")]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise UsageError(f"{where} must be a non-empty list of names")
+    return tuple(value)
+
+
+def _targets(value: Any, where: str) -> tuple[Target, ...] | None:
+    if value is None:
+        return None
+    try:
+        return tuple(Target.parse(t) for t in _strings(value, where))
+    except ValueError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: str) -> SuiteModel:
+    here = f"{where}: models[{index}]"
+    if isinstance(data, str):
+        data = {"path": data}
+    if not isinstance(data, dict) or "path" not in data:
+        raise UsageError(f"{here} must be a path or a mapping with 'path'")
+    _check_keys(data, MODEL_FIELDS, here)
+    path = Path(str(data["path"]))
+    merged = {**defaults, **{k: v for k, v in data.items() if k != "path"}}
+    if "devices" not in merged:
+        raise UsageError(f"{here}: no devices (give 'devices' for the suite or the model)")
+    shapes_raw = merged.get("shapes") or {}
+    if not isinstance(shapes_raw, dict):
+        raise UsageError(f"{here}.shapes must map input names to shapes like [1, 3, 224, 224]")
+    shapes = {
+        str(k): tuple(_number(d, f"{here}.shapes.{k}", int, 1) for d in v) for k, v in shapes_raw.items()
+    }
+    return SuiteModel(
+        path=path if path.is_absolute() else (base / path),
+        devices=_strings(merged["devices"], f"{here}.devices"),
+        targets=_targets(merged.get("targets"), f"{here}.targets"),
+        shapes=shapes,
+        runs=_number(merged.get("runs", DEFAULT_TIMED_RUNS), f"{here}.runs", int, 1),
+        warmup=_number(merged.get("warmup", DEFAULT_WARMUP_RUNS), f"{here}.warmup", int, 0),
+    )
+
+
+def parse_suite(data: Any, path: Path) -> Suite:
+    where = str(path)
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: a suite must be a mapping (name, models, devices, ...)")
+    _check_keys(data, SUITE_FIELDS, where)
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"{where}: missing 'name' (the suite's name: runs are compared within a suite)")
+    models = data.get("models")
+    if not isinstance(models, list) or not models:
+        raise UsageError(f"{where}: 'models' must be a non-empty list")
+    defaults = {k: data[k] for k in ("devices", "targets", "runs", "warmup") if k in data}
+    policy_raw = data.get("regression") or {}
+    if not isinstance(policy_raw, dict):
+        raise UsageError(f"{where}: 'regression' must be a mapping")
+    _check_keys(policy_raw, POLICY_FIELDS, f"{where}: regression")
+    policy = RegressionPolicy(
+        **{
+            k: _number(v, f"{where}: regression.{k}", int if k == "bootstrap" else float)
+            for k, v in policy_raw.items()
+        }
+    )
+    return Suite(
+        name=name.strip(),
+        models=tuple(_model(m, i, defaults, path.parent, where) for i, m in enumerate(models)),
+        attempts=_number(data.get("attempts", DEFAULT_MAX_ATTEMPTS), f"{where}: attempts", int, 1),
+        placement_deadline_s=_number(
+            data.get("placement_deadline_s", DEFAULT_PLACEMENT_DEADLINE_S),
+            f"{where}: placement_deadline_s",
+            float,
+            0,
+        ),
+        policy=policy,
+        source=path,
+    )
+
+
+def load_suite(path: Path) -> Suite:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such suite file") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"{path}: cannot read the suite ({str(exc).splitlines()[0]})") from None
+    return parse_suite(data, path)
