@@ -73,3 +73,17 @@ def test_adb_with_a_key_the_device_does_not_know_is_unauthorized(
         assert run("-s", peer.address, "shell", "echo", "x").returncode != 0
     finally:
         peer.stop()
+
+
+def test_adb_over_shell_v2_gets_stderr_apart_and_the_exit_status(
+    adb: tuple[Adb, Path], tmp_path: Path
+) -> None:
+    run, key = adb
+    peer = start_peer(tmp_path / "device", key, shell_v2=True)
+    try:
+        run("connect", peer.address)
+        assert "shell_v2" in run("-s", peer.address, "features").stdout
+        result = run("-s", peer.address, "shell", "echo out; echo err >&2; exit 3")
+    finally:
+        peer.stop()
+    assert (result.stdout, result.stderr, result.returncode) == ("out\n", "err\n", 3)

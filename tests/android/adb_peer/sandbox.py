@@ -28,12 +28,12 @@ class Identity:
     properties: dict[str, str]
     dumpsys: dict[str, str] = field(default_factory=dict)
 
-    def banner(self) -> bytes:
+    def banner(self, features: tuple[str, ...] = ("cmd",)) -> bytes:
         props = ";".join(
             f"{key}={self.properties.get(key, '')}"
             for key in ("ro.product.name", "ro.product.model", "ro.product.device")
         )
-        return f"device::{props};features=cmd".encode()
+        return f"device::{props};features={','.join(features)}".encode()
 
 
 class Sandbox:
@@ -64,14 +64,14 @@ class Sandbox:
     def to_device_text(self, data: bytes) -> bytes:
         return data.replace(str(self.root).encode(), b"")
 
-    def spawn(self, command: str) -> subprocess.Popen[bytes]:
+    def spawn(self, command: str, merge_stderr: bool = True) -> subprocess.Popen[bytes]:
         env = {"PATH": self._path, "HOME": str(self.root / "data/local/tmp"), "LANG": "C.UTF-8"}
         proc = subprocess.Popen(
             ["/bin/sh", "-c", self.to_host_command(command)],
             cwd=self.root / "data/local/tmp",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             env=env,
             start_new_session=True,
         )

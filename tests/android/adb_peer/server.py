@@ -31,8 +31,13 @@ class Stream:
         self._inbox = bytearray()
         self._cond = threading.Condition()
         self._closed = False
+        self._write_lock = threading.Lock()
 
     def write(self, data: bytes) -> None:
+        with self._write_lock:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
         step = self.connection.max_payload
         for start in range(0, len(data), step):
             if self._closed:
@@ -154,7 +159,12 @@ class Connection:
         if self.peer.require_auth:
             self._authenticate()
         self.send(
-            wire.Packet(wire.CNXN, version, wire.DEVICE_MAX_PAYLOAD, self.peer.sandbox.identity.banner())
+            wire.Packet(
+                wire.CNXN,
+                version,
+                wire.DEVICE_MAX_PAYLOAD,
+                self.peer.sandbox.identity.banner(self.peer.features),
+            )
         )
 
     def _authenticate(self) -> None:
@@ -196,20 +206,23 @@ class Connection:
 
     def _open(self, remote_id: int, service: str) -> None:
         kind, _, command = service.partition(":")
-        if kind not in ("shell", "exec", "sync"):
+        # "shell,v2,raw:cmd" (Google's adb when the device offers shell_v2): options after commas.
+        name, *options = kind.split(",")
+        v2 = "v2" in options
+        if name not in ("shell", "exec", "sync") or (v2 and not self.peer.shell_v2):
             self.send(wire.Packet(wire.CLSE, 0, remote_id))
             return
         stream = Stream(self, self._next_id, remote_id)
         self._next_id += 1
         self._streams[stream.local_id] = stream
         self.send(wire.Packet(wire.OKAY, stream.local_id, remote_id))
-        if kind == "sync":
+        if name == "sync":
             self.peer.track(
                 services.start(lambda: services.run_sync(stream, lambda p: self.peer.fault("push", p)))
             )
         else:
             fault = self.peer.fault("shell", command)
-            self.peer.track(services.start(lambda: services.run_shell(stream, command, fault)))
+            self.peer.track(services.start(lambda: services.run_shell(stream, command, fault, v2)))
 
 
 class AdbPeer:
@@ -228,10 +241,14 @@ class AdbPeer:
         require_auth: bool = True,
         accept_unknown_keys: bool = False,
         path_prepend: tuple[str, ...] = (),
+        shell_v2: bool = False,
     ) -> None:
         self.sandbox = Sandbox(sandbox_dir, identity, path_prepend)
         self.require_auth = require_auth
         self.accept_unknown_keys = accept_unknown_keys
+        #: offer shell protocol v2 (separate stderr, exit status); adb-shell speaks only v1
+        self.shell_v2 = shell_v2
+        self.features: tuple[str, ...] = ("shell_v2", "cmd") if shell_v2 else ("cmd",)
         self.host = "127.0.0.1"
         self.port = 0
         self.faults: list[Fault] = []

@@ -19,39 +19,79 @@ SYNC_DATA_MAX = 64 * 1024
 _ID = struct.Struct("<4sI")
 
 
-def run_shell(stream: Stream, command: str, fault: Fault | None) -> None:
-    sandbox = stream.connection.peer.sandbox
-    proc = sandbox.spawn(command)
-    stream.on_host_close = lambda: sandbox.kill(proc)
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
+SHELL_V2_STDOUT, SHELL_V2_STDERR, SHELL_V2_EXIT = 1, 2, 3
+
+
+def _v2_packet(kind: int, data: bytes) -> bytes:
+    """Shell protocol v2 framing: one id byte, a little-endian uint32 length, the data."""
+    return struct.pack("<BI", kind, len(data)) + data
+
+
+def _pump(
+    fd: int, emit: Callable[[bytes], None], map_text: Callable[[bytes], bytes], on_sent: Callable[[int], None]
+) -> None:
     sent = 0
     pending = b""
+    while chunk := os.read(fd, 65536):
+        pending += chunk
+        # Map whole lines only, so a sandbox path never straddles two reads.
+        cut = pending.rfind(b"\n") + 1
+        if cut:
+            out, pending = pending[:cut], pending[cut:]
+            emit(map_text(out))
+            sent += len(out)
+            on_sent(sent)
+    if pending:
+        emit(map_text(pending))
+
+
+def run_shell(stream: Stream, command: str, fault: Fault | None, v2: bool = False) -> None:
+    """v1: stdout and stderr merged, raw, no exit status. v2: framed stdout/stderr, then the exit status."""
+    sandbox = stream.connection.peer.sandbox
+    proc = sandbox.spawn(command, merge_stderr=not v2)
+    stream.on_host_close = lambda: sandbox.kill(proc)
+    assert proc.stdout is not None
+
+    def fire_after(sent: int) -> None:
+        if fault is not None and not fault.fired.is_set() and sent >= fault.after_bytes:
+            stream.connection.fire(fault, stream)
+
     try:
         if fault is not None and fault.after_bytes == 0:
             stream.connection.fire(fault, stream)
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            pending += chunk
-            # Map whole lines only, so a sandbox path never straddles two reads.
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                out, pending = pending[:cut], pending[cut:]
-                stream.write(sandbox.to_device_text(out))
-                sent += len(out)
-                if fault is not None and not fault.fired.is_set() and sent >= fault.after_bytes:
-                    stream.connection.fire(fault, stream)
-        if pending:
-            stream.write(sandbox.to_device_text(pending))
-        proc.wait()
+        if not v2:
+            _pump(proc.stdout.fileno(), stream.write, sandbox.to_device_text, fire_after)
+            proc.wait()
+        else:
+            assert proc.stderr is not None
+            err_fd = proc.stderr.fileno()
+            errors = threading.Thread(
+                target=_pump,
+                args=(
+                    err_fd,
+                    lambda b: stream.write(_v2_packet(SHELL_V2_STDERR, b)),
+                    sandbox.to_device_text,
+                    lambda _: None,
+                ),
+                daemon=True,
+            )
+            errors.start()
+            _pump(
+                proc.stdout.fileno(),
+                lambda b: stream.write(_v2_packet(SHELL_V2_STDOUT, b)),
+                sandbox.to_device_text,
+                fire_after,
+            )
+            errors.join()
+            stream.write(_v2_packet(SHELL_V2_EXIT, bytes([proc.wait() & 0xFF])))
         stream.close()
     except (OSError, EOFError):
         sandbox.kill(proc)
     finally:
-        if proc.stdout is not None and proc.poll() is not None:
-            proc.stdout.close()
+        if proc.poll() is not None:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
 
 
 def run_sync(stream: Stream, find_fault: Callable[[str], Fault | None]) -> None:
