@@ -11,8 +11,8 @@ from __future__ import annotations
 import select
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -204,13 +204,3 @@ def convert(exc: BaseException, what: str) -> DeviceError:
     if isinstance(exc, adb.AdbCommandFailureException | adb.PushFailedError | adb.DevicePathInvalidError):
         return DeviceError(f"{what}: the device refused ({exc})")
     return DeviceError(f"{what}: {type(exc).__name__}: {exc}")
-
-
-@contextmanager
-def converted(what: str) -> Iterator[None]:
-    try:
-        yield
-    except DeviceError:
-        raise
-    except Exception as exc:
-        raise convert(exc, what) from None
