@@ -27,17 +27,20 @@ class ProbeResult:
     error: str = ""
     missing_kernels: list[MissingKernel] = field(default_factory=list)
     copies: list[CopyInsertion] = field(default_factory=list)
+    cpu_preferred: list[str] = field(default_factory=list)
 
     @property
     def would_fall_back(self) -> list[str]:
-        """`OpType node` for each node the provider has no kernel for."""
-        return [f"{m.op_type} {m.node}" for m in self.missing_kernels]
+        """`OpType node` for each node without a kernel, then the nodes ORT keeps on the CPU by choice."""
+        return [f"{m.op_type} {m.node}" for m in self.missing_kernels] + [
+            f"{name} (kept on the CPU by ORT)" for name in self.cpu_preferred
+        ]
 
     def note(self, provider: str) -> str:
         if self.outcome == "clean":
             return f"fallback probe ({DISABLE_CPU_FALLBACK}=1): every node accepted by {provider}"
         if self.outcome == "refused":
-            named = ", ".join(self.would_fall_back) or "ORT's log named no node (shape-related CPU placement)"
+            named = ", ".join(self.would_fall_back) or "ORT's log named no node"
             return (
                 f"fallback probe ({DISABLE_CPU_FALLBACK}=1): ORT refused the session, nodes would run on "
                 f"the CPU: {named}; {len(self.copies)} copy node(s) would be added"
@@ -49,7 +52,9 @@ def read_probe(error: str | None, log_text: str) -> ProbeResult:
     """A probe's outcome from its session error (None: the session was created) and captured log."""
     log = parse_session_log(log_text)
     if error is None:
-        return ProbeResult("clean", missing_kernels=log.missing_kernels, copies=log.copies)
+        return ProbeResult(
+            "clean", missing_kernels=log.missing_kernels, copies=log.copies, cpu_preferred=log.cpu_preferred
+        )
     kind = session_error_kind(error)
     outcome = "refused" if kind == "refused" else "failed"
     return ProbeResult(
@@ -57,6 +62,7 @@ def read_probe(error: str | None, log_text: str) -> ProbeResult:
         error="" if kind == "refused" else error.strip().splitlines()[0],
         missing_kernels=log.missing_kernels,
         copies=log.copies,
+        cpu_preferred=log.cpu_preferred,
     )
 
 

@@ -8,7 +8,9 @@ ORT writes these lines while it creates a session (severity INFO or VERBOSE):
 - `TransformerMemcpyImpl::AddCopyNode`: `Add MemcpyFromHost after <tensor> for <EP>` and
   `Add MemcpyToHost before <tensor> for <EP>`, one per tensor that crosses a device border;
 - `GetCapability` of the CUDA provider: `CUDA kernel not found in registries for Op type: <op>
-  node name: <name>`: the reason a node cannot run on the GPU.
+  node name: <name>`: the reason a node cannot run on the GPU;
+- `GetCpuPreferredNodes`: `Force fallback to CPU execution for node: <name>`: a node ORT keeps on
+  the CPU by choice (shape arithmetic), though the provider has a kernel for it.
 
 And with `session.disable_cpu_ep_fallback` = 1 session creation fails with a fixed sentence that
 names no node; the nodes come from the log lines above (see `agents/host/fallback_probe.py`).
@@ -37,6 +39,7 @@ _COPY = re.compile(
 _NO_KERNEL = re.compile(
     r"(?P<ep>\w+) kernel not found in registries for Op type: (?P<op>\S+) node name: (?P<name>.*)$"
 )
+_CPU_PREFERRED = re.compile(r"Force fallback to CPU execution for node: (?P<name>.+?)(?: because .*)?$")
 _COPY_COUNT = re.compile(r"(?P<n>\d+) Memcpy nodes are added to the graph (?P<graph>\S+) for (?P<ep>\S+)\.")
 
 
@@ -68,6 +71,8 @@ class SessionLog:
     #: (graph, provider) -> copy count from ORT's own warning
     copy_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     missing_kernels: list[MissingKernel] = field(default_factory=list)
+    #: nodes ORT moved to the CPU by choice (small shape computations), not for want of a kernel
+    cpu_preferred: list[str] = field(default_factory=list)
 
     @property
     def partitioned(self) -> bool:
@@ -113,6 +118,10 @@ def parse_session_log(text: str) -> SessionLog:
         count = _COPY_COUNT.search(msg)
         if count:
             log.copy_counts[(count["graph"], count["ep"])] = int(count["n"])
+            continue
+        preferred = _CPU_PREFERRED.search(msg)
+        if preferred:
+            log.cpu_preferred.append(preferred["name"].strip())
             continue
         missing = _NO_KERNEL.search(msg)
         if missing:
