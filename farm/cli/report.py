@@ -1,0 +1,85 @@
+"""`farm report RUN`: one run (or two) side by side, as terminal findings, JSON, HTML or traces."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from farm.cli.context import CliState, handles_errors
+from farm.cli.output import json_default
+
+
+@click.command("report")
+@click.argument("run_id")
+@click.option("--against", "against_id", metavar="RUN2", help="A second run to compare with, side by side.")
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the self-contained HTML report here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document on stdout.")
+@click.option(
+    "--trace",
+    "trace_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write a Chrome/Perfetto trace per job (and run.trace.json) into this directory.",
+)
+@click.option(
+    "--model",
+    "model_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The source model, where it is no longer at the path the run recorded (for op alignment).",
+)
+@click.pass_obj
+@handles_errors
+def report(
+    state: CliState,
+    run_id: str,
+    against_id: str | None,
+    html_path: Path | None,
+    as_json: bool,
+    trace_dir: Path | None,
+    model_path: Path | None,
+) -> None:
+    """Why the same model differs across devices and targets: findings, tables, plots, traces."""
+    from farm.cli.runs import load_run
+    from farm.errors import UsageError
+    from farm.reports.document import build_report
+    from farm.store import ResultsStore
+
+    path = state.home.store_path
+    if not path.exists():
+        raise UsageError(f"no results store at {path} yet", hint="run `farm submit` first")
+    with ResultsStore(path) as store:
+        run = load_run(store, run_id)
+        against = load_run(store, against_id) if against_id else None
+    built = build_report(run, against, model_path=model_path)
+    if html_path is not None:
+        from farm.reports.html import render_report
+
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(render_report(built), encoding="utf-8")
+    written: list[Path] = []
+    if trace_dir is not None:
+        from farm.reports.trace import write_traces
+
+        written = write_traces(list(run["jobs"]) + list((against or {}).get("jobs") or []), trace_dir)
+    if as_json:
+        sys.stdout.write(json.dumps(built.to_dict(), default=json_default) + "\n")
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(f"[bold]run {run['run_id']}[/bold]" + (f" against {against['run_id']}" if against else ""))
+    if not built.findings:
+        console.print("no differences worth naming")
+    for index, finding in enumerate(built.findings, start=1):
+        console.print(f"{index:>2}. {finding.text}  [dim]({finding.rule})[/dim]", highlight=False)
+    if html_path is not None:
+        console.print(f"HTML report: {html_path}")
+    if written:
+        console.print(f"traces: {len(written)} file(s) in {trace_dir} (open them in ui.perfetto.dev)")

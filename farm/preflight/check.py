@@ -1,0 +1,150 @@
+"""Pre-flight: which ops of a model will not run on each accelerator, before any device is asked.
+
+ONNX Runtime partitions the graph after its basic optimisations (constant folding, Conv+BatchNorm
+and similar fusions), so ONNX Runtime targets are checked on that graph, built here on the host;
+CoreML targets are checked on the source graph, which the farm's lowering converts."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from farm.errors import ModelError
+from farm.preflight.support import OpSupport, support_for
+from farm.targets import Target
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    node: str
+    op_type: str
+    reason: str
+
+
+@dataclass
+class Prediction:
+    target: str
+    #: False where there is no table to predict from (the target runs everything, or is unknown)
+    known: bool
+    source: str = ""
+    nodes_checked: int = 0
+    unsupported: list[Unsupported] = field(default_factory=list)
+    #: ops taken only under a documented condition the pre-flight cannot check: (node, op, note)
+    conditional: list[tuple[str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "target": self.target,
+            "known": self.known,
+            "source": self.source,
+            "nodes_checked": self.nodes_checked,
+            "unsupported": [vars(u) for u in self.unsupported],
+            "unsupported_op_types": sorted({u.op_type for u in self.unsupported}),
+            "conditional": [{"node": n, "op_type": o, "note": c} for n, o, c in self.conditional],
+            "notes": self.notes,
+        }
+
+
+def _nodes(model_path: Path) -> list[GraphNode]:
+    import onnx
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception as exc:
+        raise ModelError(f"cannot read {model_path}: {exc}") from None
+    return [
+        GraphNode(n.name or f"{n.op_type}_{i}", n.op_type, tuple(n.input))
+        for i, n in enumerate(model.graph.node)
+    ]
+
+
+def ort_basic_graph(model_path: Path) -> list[GraphNode] | None:
+    """The graph ONNX Runtime hands to its execution providers (basic optimisations applied), or
+    None where this host's ONNX Runtime cannot load the model."""
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="farm-preflight-") as tmp:
+        optimised = Path(tmp) / "basic.onnx"
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(optimised)
+        options.log_severity_level = 3
+        try:
+            ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        except Exception:
+            return None
+        return _nodes(optimised)
+
+
+def _check(
+    nodes: list[GraphNode], support: OpSupport
+) -> tuple[list[Unsupported], list[tuple[str, str, str]]]:
+    taken: set[str] = set()
+    unsupported: list[Unsupported] = []
+    conditional: list[tuple[str, str, str]] = []
+    for node in nodes:
+        if support.takes(node.op_type):
+            taken.add(node.name)
+            note = support.ops[node.op_type]
+            if note:
+                conditional.append((node.name, node.op_type, note))
+        elif node.op_type in support.fused_only:
+            conditional.append((node.name, node.op_type, support.fused_only[node.op_type]))
+        else:
+            unsupported.append(
+                Unsupported(
+                    node.name,
+                    node.op_type,
+                    f"{node.op_type} is not in {support.provider}'s documented operator support",
+                )
+            )
+    return unsupported, conditional
+
+
+def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Prediction]:
+    """One prediction per target, in the order given."""
+    source_nodes = _nodes(model_path)
+    basic: list[GraphNode] | None = None
+    predictions = []
+    for item in targets:
+        target = item if isinstance(item, Target) else Target.parse(item)
+        support = support_for(target)
+        if support is None:
+            predictions.append(
+                Prediction(
+                    target.name,
+                    known=False,
+                    notes=[
+                        "every op runs on this target's CPU"
+                        if target.backend == "cpu"
+                        else "no operator table for this target"
+                    ],
+                )
+            )
+            continue
+        notes = []
+        nodes = source_nodes
+        if support.graph == "ort-basic":
+            if basic is None:
+                basic = ort_basic_graph(model_path)
+            if basic is not None:
+                nodes = basic
+                notes.append(
+                    "checked on the graph after ONNX Runtime's basic optimisations, as partitioning sees it"
+                )
+            else:
+                notes.append("this host's ONNX Runtime could not load the model: checked on the source graph")
+        unsupported, conditional = _check(nodes, support)
+        predictions.append(
+            Prediction(target.name, True, support.source, len(nodes), unsupported, conditional, notes)
+        )
+    return predictions

@@ -1,0 +1,182 @@
+"""One report of a run (or two): the comparison, the findings, the op alignment and the
+pre-flight prediction against what the devices did. The HTML and the JSON are views of this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from farm.reports.alignment import Alignment, SourceNode, align, source_nodes
+from farm.reports.compare import Column, Comparison, compare, fusion_differences
+from farm.reports.findings import Finding, find
+
+REPORT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class PreflightCheck:
+    """For one column: the source nodes pre-flight said would not run on the accelerator, and
+    the nodes the device actually ran on its CPU."""
+
+    label: str
+    predicted: list[str]
+    observed: list[str]
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def confirmed(self) -> list[str]:
+        return [n for n in self.predicted if n in set(self.observed)]
+
+    @property
+    def unexpected(self) -> list[str]:
+        return [n for n in self.observed if n not in set(self.predicted)]
+
+    @property
+    def avoided(self) -> list[str]:
+        return [n for n in self.predicted if n not in set(self.observed)]
+
+
+@dataclass
+class Report:
+    comparison: Comparison
+    findings: list[Finding]
+    alignment: Alignment | None
+    nodes: list[SourceNode]
+    preflight: list[PreflightCheck] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[Column]:
+        return self.comparison.columns
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "run_id": self.comparison.run.get("run_id"),
+            "against": None if self.comparison.against is None else self.comparison.against.get("run_id"),
+            "model": self.comparison.model,
+            "findings": [f.to_dict() for f in self.findings],
+            "columns": [_column_dict(c) for c in self.columns],
+            "fusion_differences": [
+                {"op_type": t, "fired": f, "not_fired": n} for t, f, n in fusion_differences(self.columns)
+            ],
+            "alignment": None if self.alignment is None else self.alignment.to_dict(),
+            "preflight": [
+                {
+                    "column": p.label,
+                    "predicted": p.predicted,
+                    "observed": p.observed,
+                    "confirmed": p.confirmed,
+                    "unexpected": p.unexpected,
+                    "avoided": p.avoided,
+                    "reasons": p.reasons,
+                }
+                for p in self.preflight
+            ],
+        }
+
+
+def _column_dict(column: Column) -> dict[str, Any]:
+    if not column.ok:
+        return {
+            "label": column.label,
+            "run_id": column.run_id,
+            "device": column.device,
+            "target": column.target,
+            "status": column.status,
+            "error": column.error,
+        }
+    compile_ = column.compile
+    latency = {k: v for k, v in column.latency.items() if k != "samples"}
+    return {
+        "label": column.label,
+        "run_id": column.run_id,
+        "device": column.device,
+        "target": column.target,
+        "status": column.status,
+        "runner": column.job.get("runner"),
+        "latency_ms": latency,
+        "samples_ms": column.samples_ms,
+        "first_inference_ms": column.job.get("first_inference_ms"),
+        "load_ms": column.job.get("load_ms"),
+        "peak_memory_mb": column.job.get("peak_memory_mb"),
+        "nodes_before": compile_.get("nodes_before"),
+        "nodes_after": compile_.get("nodes_after"),
+        "partitions": compile_.get("partitions"),
+        "precision": column.precision,
+        "placement": column.placement(),
+        "time_by_backend_us": column.time_by_backend_us(),
+        "fallbacks": [
+            {
+                "name": f.name,
+                "op_type": f.op_type,
+                "mean_us": f.mean_us,
+                "share": f.share,
+                "transfer_us": f.transfer_us,
+                "transfer_ops": list(f.transfer_ops),
+            }
+            for f in column.fallbacks
+        ],
+        "fallback_share": column.fallback_share(),
+        "reference": column.job.get("reference"),
+    }
+
+
+def locate_model(run: dict[str, Any], model_path: Path | None = None) -> Path | None:
+    """The source model of a run: the path given, else the one the run recorded if it is still
+    there with the same content (the alignment needs the source graph)."""
+    from farm.artifacts import sha256_file
+
+    candidates = [model_path] if model_path else []
+    recorded = (run.get("model") or {}).get("path")
+    if recorded:
+        candidates.append(Path(recorded))
+    expected = (run.get("model") or {}).get("sha256")
+    for path in candidates:
+        if path is not None and path.is_file() and (model_path == path or sha256_file(path) == expected):
+            return path
+    return None
+
+
+def _observed_cpu_nodes(alignment: Alignment, column: Column) -> list[str]:
+    nodes: list[str] = []
+    for row in alignment.rows:
+        cell = row.cells.get(column.label)
+        if cell is not None and cell.backend == "CPU":
+            nodes.extend(s.name for s in row.sources)
+    return nodes
+
+
+def _preflight(model: Path, alignment: Alignment, columns: list[Column]) -> list[PreflightCheck]:
+    from farm.preflight import predict
+
+    checks = []
+    accelerated = [c for c in columns if c.ok and not c.target.endswith("/cpu")]
+    targets = sorted({c.target for c in accelerated})
+    if not targets:
+        return []
+    predictions = {p.target: p for p in predict(model, targets)}
+    for column in accelerated:
+        prediction = predictions.get(column.target)
+        if prediction is None or not prediction.known:
+            continue
+        checks.append(
+            PreflightCheck(
+                column.label,
+                [u.node for u in prediction.unsupported],
+                _observed_cpu_nodes(alignment, column),
+                {u.node: u.reason for u in prediction.unsupported},
+            )
+        )
+    return checks
+
+
+def build_report(
+    run: dict[str, Any], against: dict[str, Any] | None = None, *, model_path: Path | None = None
+) -> Report:
+    comparison = compare(run, against)
+    model = locate_model(run, model_path)
+    nodes: list[SourceNode] = source_nodes(model) if model is not None else []
+    alignment = align(nodes, comparison.columns) if nodes else None
+    preflight = _preflight(model, alignment, comparison.columns) if model and alignment else []
+    return Report(comparison, find(comparison), alignment, nodes, preflight)

@@ -1,0 +1,395 @@
+"""The sections of the HTML report, each a function of the report returning an HTML fragment:
+plain tables (readable without JavaScript) and inline SVG plots."""
+
+from __future__ import annotations
+
+from html import escape
+from importlib import resources
+from typing import Any
+
+from farm.compile.placement import short_provider
+from farm.reports import svg
+from farm.reports.alignment import describe
+from farm.reports.compare import Column, fusion_differences
+from farm.reports.document import Report
+
+
+def css() -> str:
+    return resources.files("farm.reports").joinpath("static", "report.css").read_text(encoding="utf-8")
+
+
+def _num(value: Any, digits: int = 3, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        text = f"{value:.{digits}f}" if abs(value) < 1000 else f"{value:.0f}"
+    else:
+        text = str(value)
+    return text + unit
+
+
+def e(value: Any) -> str:
+    return escape(str(value))
+
+
+def _scroll(html: str) -> str:
+    return f'<div class="scroll">{html}</div>'
+
+
+def _table(
+    head: list[str],
+    rows: list[list[str]],
+    cls: str = "",
+    numeric: set[int] | None = None,
+    sortable: bool = False,
+) -> str:
+    numeric = numeric or set()
+    cells = "".join(
+        f"<th{' class=num' if i in numeric else ''}{' data-sort' if sortable else ''}>{h}</th>"
+        for i, h in enumerate(head)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td{' class=num' if i in numeric else ''}>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
+    return _scroll(f'<table class="{cls}"><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>')
+
+
+def _swatch(backend: str) -> str:
+    return f'<span class="swatch" style="background:{svg.backend_colour(backend)}"></span>{e(backend)}'
+
+
+def _fallback_summary(column: Column) -> str:
+    if not column.fallbacks:
+        return "0"
+    share = column.fallback_share()
+    cost = "cost not recorded" if share is None else f"{share * 100:.1f}% of op time"
+    return f"{len(column.fallbacks)} ({cost})"
+
+
+def side_by_side(columns: list[Column]) -> str:
+    """Metrics down, jobs across: the first table a reader compares."""
+    groups: list[tuple[str, list[tuple[str, Any]]]] = []
+
+    def per(fn: Any) -> list[str]:
+        return [fn(c) if c.ok else "-" for c in columns]
+
+    def worst(c: Column, key: str) -> float | None:
+        values = [float(o[key]) for o in c.outputs().values() if o.get(key) is not None]
+        if not values:
+            return None
+        return min(values) if key in ("snr_db", "cosine") else max(values)
+
+    groups.append(
+        (
+            "latency (warm)",
+            [
+                ("p50 ms", per(lambda c: _num(c.latency.get("p50")))),
+                ("p90 ms", per(lambda c: _num(c.latency.get("p90")))),
+                ("p99 ms", per(lambda c: _num(c.latency.get("p99")))),
+                ("mean ms", per(lambda c: _num(c.latency.get("mean")))),
+                (
+                    "min / max ms",
+                    per(lambda c: f"{_num(c.latency.get('min'))} / {_num(c.latency.get('max'))}"),
+                ),
+                ("cv", per(lambda c: _num(c.latency.get("cv")))),
+                ("samples", per(lambda c: str(len(c.samples_ms)))),
+            ],
+        )
+    )
+    groups.append(
+        (
+            "cold start and memory",
+            [
+                ("first inference ms", per(lambda c: _num(c.job.get("first_inference_ms")))),
+                ("load ms", per(lambda c: _num(c.job.get("load_ms"), 1))),
+                ("peak memory MB", per(lambda c: _num(c.job.get("peak_memory_mb"), 1))),
+            ],
+        )
+    )
+    groups.append(
+        (
+            "compile and placement",
+            [
+                (
+                    "nodes before -> after",
+                    per(
+                        lambda c: (
+                            f"{_num(c.compile.get('nodes_before'))} -> {_num(c.compile.get('nodes_after'))}"
+                        )
+                    ),
+                ),
+                ("precision", per(lambda c: e(c.precision or "-"))),
+                ("partitions", per(lambda c: _num(c.compile.get("partitions")))),
+                (
+                    "kernels per backend",
+                    per(lambda c: ", ".join(f"{_swatch(k)} {v}" for k, v in c.placement().items()) or "-"),
+                ),
+                ("CPU fallbacks", per(lambda c: _fallback_summary(c))),
+            ],
+        )
+    )
+    groups.append(
+        (
+            "numerics vs host reference",
+            [
+                (
+                    "check",
+                    per(
+                        lambda c: (
+                            '<span class="pass">pass</span>'
+                            if (c.job.get("reference") or {}).get("passed")
+                            else '<span class="fail">FAIL</span>'
+                            if c.job.get("reference")
+                            else "-"
+                        )
+                    ),
+                ),
+                ("worst SNR dB", per(lambda c: _num(worst(c, "snr_db"), 1))),
+                (
+                    "worst max |err|",
+                    per(lambda c: "-" if worst(c, "max_abs") is None else f"{worst(c, 'max_abs'):.2e}"),
+                ),
+                ("worst cosine", per(lambda c: _num(worst(c, "cosine"), 6))),
+            ],
+        )
+    )
+    head = "<th>metric</th>" + "".join(
+        f'<th class="num">{e(c.label)}<br><span class="tag">{e(c.job.get("runner") or c.status)}</span></th>'
+        for c in columns
+    )
+    body = ""
+    for title, rows in groups:
+        body += f'<tr class="group"><th colspan="{len(columns) + 1}">{e(title)}</th></tr>'
+        for name, values in rows:
+            body += f"<tr><th>{e(name)}</th>" + "".join(f'<td class="num">{v}</td>' for v in values) + "</tr>"
+    status = "".join(
+        f'<td class="num fail">failed: {e(c.error or "")}</td>' if not c.ok else '<td class="num">ok</td>'
+        for c in columns
+    )
+    body = f"<tr><th>status</th>{status}</tr>" + body
+    return _scroll(f'<table class="side"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>')
+
+
+def findings(report: Report) -> str:
+    if not report.findings:
+        return '<p class="muted">No rule found a difference worth naming.</p>'
+    items = "".join(f'<li>{e(f.text)}<span class="rule">{e(f.rule)}</span></li>' for f in report.findings)
+    return f'<ol class="findings">{items}</ol>'
+
+
+def latency(columns: list[Column]) -> str:
+    rows = [(c.label, c.samples_ms, c.job.get("first_inference_ms")) for c in columns if c.ok]
+    return svg.latency_plot(rows) + (
+        '<p class="muted">Box: quartiles of the warm samples; line: median; '
+        "dots: every sample; diamond: the first (cold) inference.</p>"
+    )
+
+
+def compile(columns: list[Column]) -> str:
+    ok = [c for c in columns if c.ok and c.compile]
+    types = sorted(
+        {
+            t
+            for c in ok
+            for t in list(c.compile.get("op_types_before") or {})
+            + list(c.compile.get("op_types_after") or {})
+        }
+    )
+    differing = {t for t, _, _ in fusion_differences(columns)}
+    rows = []
+    for op_type in types:
+        cells = []
+        for c in ok:
+            before = int((c.compile.get("op_types_before") or {}).get(op_type, 0))
+            after = int((c.compile.get("op_types_after") or {}).get(op_type, 0))
+            cells.append(f"{before} -> {after}" if before != after else str(after))
+        name = f'<span class="fused">{e(op_type)}</span>' if op_type in differing else e(op_type)
+        rows.append([name, *cells])
+    table = _table(["op type", *[e(c.label) for c in ok]], rows, numeric=set(range(1, len(ok) + 1)))
+    note = (
+        '<p class="muted">Highlighted: op types a compiler created (a fusion) on some targets and not '
+        "on others.</p>"
+        if differing
+        else ""
+    )
+    return table + note
+
+
+def placement(report: Report) -> str:
+    columns = [c for c in report.columns if c.ok]
+    parts = [
+        svg.stacked_ops_plot(
+            [
+                (
+                    c.label,
+                    [
+                        (
+                            str(op["name"]),
+                            short_provider(str(op.get("provider") or "?")),
+                            float(op.get("mean_us") or 0),
+                        )
+                        for op in c.ops
+                    ],
+                )
+                for c in columns
+            ]
+        )
+    ]
+    if report.alignment is not None:
+        names = [s.name for s in report.nodes]
+        strips: list[tuple[str, list[tuple[str, str]]]] = []
+        for c in columns:
+            cells = {
+                s.name: (cell.backend, cell.certainty)
+                for row in report.alignment.rows
+                for s in row.sources
+                if (cell := row.cells.get(c.label)) is not None
+            }
+            strips.append((c.label, [cells.get(n, ("", "absent")) for n in names]))
+        parts.append("<h3>Placement map: source ops by the backend that ran them</h3>")
+        parts.append(svg.placement_map(names, strips))
+    fallback_rows = [
+        [
+            e(c.label),
+            e(f.name),
+            e(f.op_type),
+            "not recorded" if f.mean_us is None else _num(f.mean_us / 1000),
+            "-" if f.share is None else f"{f.share * 100:.1f}%",
+            _num(f.transfer_us / 1000) if f.transfer_ops else "-",
+            e(", ".join(f.transfer_ops) or "-"),
+        ]
+        for c in columns
+        for f in c.fallbacks
+    ]
+    parts.append("<h3>CPU fallbacks and their cost</h3>")
+    parts.append(
+        _table(
+            ["job", "op", "op type", "ms", "share of op time", "transfer ms", "transfers"],
+            fallback_rows,
+            numeric={3, 4, 5},
+            sortable=True,
+        )
+        if fallback_rows
+        else '<p class="muted">No op fell back to the CPU on an accelerator target.</p>'
+    )
+    for c in columns:
+        top = sorted(c.ops, key=lambda o: -float(o.get("mean_us") or 0))[:10]
+        if not top:
+            continue
+        rows = [
+            [
+                e(o["name"]),
+                e(o.get("op_type", "")),
+                _swatch(short_provider(str(o.get("provider") or "?"))),
+                _num(float(o.get("mean_us") or 0) / 1000),
+                f"{float(o.get('share') or 0) * 100:.1f}%",
+            ]
+            for o in top
+        ]
+        parts.append(
+            f"<details><summary>Slowest kernels on {e(c.label)}</summary>"
+            + _table(["kernel", "op type", "backend", "ms", "share"], rows, numeric={3, 4})
+            + "</details>"
+        )
+    return "".join(parts)
+
+
+def numerics(columns: list[Column]) -> str:
+    ok = [c for c in columns if c.ok and c.outputs()]
+    outputs = sorted({name for c in ok for name in c.outputs()})
+    if not outputs:
+        return '<p class="muted">No job compared outputs against the reference.</p>'
+    rows = []
+    for name in outputs:
+        for c in ok:
+            o = c.outputs().get(name)
+            if o is None:
+                continue
+            topk = o.get("topk") or {}
+            agreement = (
+                "-"
+                if not topk
+                else f"top-1 {'same' if topk.get('top1_match') else 'DIFFERENT'}, "
+                f"top-5 overlap {float(topk.get('top5_overlap', 0)):.0%}"
+            )
+            rows.append(
+                [
+                    e(name),
+                    e(c.label),
+                    e(c.precision or "-"),
+                    _num(o.get("snr_db"), 1),
+                    "-" if o.get("max_abs") is None else f"{o['max_abs']:.2e}",
+                    "-" if o.get("rmse") is None else f"{o['rmse']:.2e}",
+                    _num(o.get("cosine"), 6),
+                    agreement,
+                ]
+            )
+    plot = svg.snr_plot(
+        outputs, [(c.label, [c.outputs().get(n, {}).get("snr_db") for n in outputs]) for c in ok]
+    )
+    table = _table(
+        ["output", "job", "precision", "SNR dB", "max |err|", "rmse", "cosine", "top-k agreement"],
+        rows,
+        numeric={3, 4, 5, 6},
+    )
+    note = ""
+    if not any(o.get("topk") for c in ok for o in c.outputs().values()):
+        note = (
+            '<p class="muted">Top-1/top-5 agreement needs the top-k indices in the job document; '
+            "these jobs did not record them.</p>"
+        )
+    return plot + table + note
+
+
+def alignment(report: Report) -> str:
+    if report.alignment is None:
+        return (
+            '<p class="muted">The source model is not at the path the run recorded; pass '
+            "<code>--model</code> to "
+            "align source ops with what each target ran.</p>"
+        )
+    labels = [c.label for c in report.columns if c.ok]
+    rows = []
+    for row in report.alignment.rows:
+        cells = []
+        for label in labels:
+            cell = row.cells.get(label)
+            text = "-" if cell is None else e(describe(cell))
+            if row.uncertain.get(label):
+                text += f' <span class="tag">(uncertain: {e(", ".join(row.uncertain[label]))})</span>'
+            cells.append(text)
+        rows.append([e(row.title), e(" + ".join(s.op_type for s in row.sources)), *cells])
+    table = _table(["source nodes", "op types", *[e(label) for label in labels]], rows)
+    untraced = "".join(
+        f"<p class=muted>{e(label)}: kernels not traced to a source node: "
+        f"{e(', '.join(str(k['name']) for k in kernels))}</p>"
+        for label, kernels in report.alignment.untraced.items()
+    )
+    return f"<details open><summary>{len(report.alignment.rows)} rows</summary>{table}</details>{untraced}"
+
+
+def preflight(report: Report) -> str:
+    if not report.preflight:
+        return (
+            '<p class="muted">No accelerator target with an operator table in this run (or no source model): '
+            "nothing to check the prediction against.</p>"
+        )
+    rows = [
+        [
+            e(p.label),
+            str(len(p.predicted)),
+            str(len(p.observed)),
+            e(", ".join(p.confirmed) or "-"),
+            e(", ".join(p.unexpected) or "-"),
+            e(", ".join(p.avoided) or "-"),
+        ]
+        for p in report.preflight
+    ]
+    return _table(
+        ["job", "predicted on CPU", "ran on CPU", "confirmed", "not predicted", "predicted, yet accelerated"],
+        rows,
+        numeric={1, 2},
+    )

@@ -1,0 +1,227 @@
+"""The report's plots as inline SVG strings: no plotting library, nothing fetched at view time.
+
+Each function takes plain numbers and returns one `<svg>` element with a `<title>` tooltip on
+every mark, so the plot stays readable in any browser, with or without JavaScript."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+#: backend -> colour; CPU is the warm colour so fallbacks stand out next to accelerators
+BACKEND_COLOURS = {
+    "CPU": "#e07a5f",
+    "NNAPI": "#3d85c6",
+    "XNNPACK": "#81b29a",
+    "QNN": "#9b5de5",
+    "CoreML": "#2a9d8f",
+    "ANE": "#2a9d8f",
+    "GPU": "#e9c46a",
+    "CUDA": "#76b041",
+}
+EXTRA_COLOURS = ("#f4a261", "#6d597a", "#457b9d", "#b5838d", "#588157")
+UNKNOWN_COLOUR = "#c8c8c8"
+LABEL_W = 230
+PLOT_W = 560
+ROW_H = 26
+
+
+def backend_colour(backend: str, others: dict[str, str] | None = None) -> str:
+    if backend in BACKEND_COLOURS:
+        return BACKEND_COLOURS[backend]
+    if not backend or backend == "?":
+        return UNKNOWN_COLOUR
+    table = others if others is not None else {}
+    if backend not in table:
+        table[backend] = EXTRA_COLOURS[len(table) % len(EXTRA_COLOURS)]
+    return table[backend]
+
+
+def _svg(width: float, height: float, body: list[str], label: str) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" role="img" aria-label="{escape(label)}" '
+        f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">'
+        + "".join(body)
+        + "</svg>"
+    )
+
+
+def _text(x: float, y: float, text: str, anchor: str = "start", cls: str = "") -> str:
+    klass = f' class="{cls}"' if cls else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{klass}>{escape(text)}</text>'
+
+
+def _nice_ticks(high: float, count: int = 5) -> list[float]:
+    if high <= 0:
+        return [0.0]
+    step = 10 ** math.floor(math.log10(high / count))
+    for factor in (1, 2, 2.5, 5, 10):
+        if high / (step * factor) <= count:
+            step *= factor
+            break
+    return [i * step for i in range(int(high / step) + 2) if i * step <= high * 1.0001 + step]
+
+
+def _axis(scale_max: float, top: float, height: float, unit: str) -> list[str]:
+    body = []
+    for tick in _nice_ticks(scale_max):
+        x = LABEL_W + PLOT_W * tick / scale_max
+        if x > LABEL_W + PLOT_W + 1:
+            continue
+        body.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{top:.1f}" y2="{top + height:.1f}"/>')
+        body.append(_text(x, top + height + 14, f"{tick:g}", "middle", "tick"))
+    body.append(_text(LABEL_W + PLOT_W, top + height + 28, unit, "end", "tick"))
+    return body
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    position = (len(sorted_values) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
+    """Per row (label, warm samples ms, cold first-inference ms): a box (quartiles), whiskers
+    (min-max), every sample as a dot, and the cold run as a diamond."""
+    top = 10.0
+    values = [v for _, samples, cold in rows for v in [*samples, *([cold] if cold else [])]]
+    scale_max = max(values, default=1.0) * 1.05 or 1.0
+    body: list[str] = _axis(scale_max, top, ROW_H * len(rows), "ms")
+
+    def x(value: float) -> float:
+        return LABEL_W + PLOT_W * value / scale_max
+
+    for index, (label, samples, cold) in enumerate(rows):
+        mid = top + ROW_H * index + ROW_H / 2
+        body.append(_text(LABEL_W - 8, mid + 4, label, "end", "label"))
+        if samples:
+            s = sorted(samples)
+            q1, q2, q3 = (_quantile(s, q) for q in (0.25, 0.5, 0.75))
+            body.append(
+                f'<line class="whisker" x1="{x(s[0]):.1f}" x2="{x(s[-1]):.1f}" y1="{mid:.1f}" '
+                f'y2="{mid:.1f}"/>'
+            )
+            body.append(
+                f'<rect class="box" x="{x(q1):.1f}" y="{mid - 7:.1f}" width="{max(1.0, x(q3) - x(q1)):.1f}" '
+                f'height="14"><title>{escape(label)}: p25 {q1:.3f} / p50 {q2:.3f} / p75 {q3:.3f} ms '
+                f"({len(s)} samples)</title></rect>"
+            )
+            body.append(
+                f'<line class="median" x1="{x(q2):.1f}" x2="{x(q2):.1f}" y1="{mid - 7:.1f}" '
+                f'y2="{mid + 7:.1f}"/>'
+            )
+            for i, value in enumerate(samples):
+                jitter = ((i * 7919) % 9 - 4) * 1.1
+                body.append(
+                    f'<circle class="sample" cx="{x(value):.1f}" cy="{mid + jitter:.1f}" r="1.8">'
+                    f"<title>{value:.3f} ms</title></circle>"
+                )
+        if cold:
+            cx = x(cold)
+            body.append(
+                f'<path class="cold" d="M{cx:.1f} {mid - 6:.1f} L{cx + 5:.1f} {mid:.1f} L{cx:.1f} '
+                f"{mid + 6:.1f} "
+                f'L{cx - 5:.1f} {mid:.1f} Z"><title>first inference (cold): {cold:.3f} ms</title></path>'
+            )
+    return _svg(LABEL_W + PLOT_W + 20, top + ROW_H * len(rows) + 34, body, "latency distribution per job")
+
+
+def stacked_ops_plot(rows: list[tuple[str, list[tuple[str, str, float]]]]) -> str:
+    """Per row (label, [(op name, backend, mean us)] in execution order): one bar of the ops laid
+    end to end, each coloured by the backend that ran it; a legend of backends below."""
+    top = 10.0
+    others: dict[str, str] = {}
+    totals = [sum(t for _, _, t in ops) for _, ops in rows]
+    scale_max = max(totals, default=1.0) / 1000 * 1.05 or 1.0
+    body: list[str] = _axis(scale_max, top, ROW_H * len(rows), "ms of op time per inference")
+    seen: dict[str, str] = {}
+    for index, (label, ops) in enumerate(rows):
+        y = top + ROW_H * index + 5
+        body.append(_text(LABEL_W - 8, y + 12, label, "end", "label"))
+        offset = 0.0
+        for name, backend, us in ops:
+            colour = backend_colour(backend, others)
+            seen.setdefault(backend, colour)
+            width = PLOT_W * us / 1000 / scale_max
+            body.append(
+                f'<rect class="op" x="{LABEL_W + offset:.2f}" y="{y:.1f}" width="{width:.2f}" height="16" '
+                f'fill="{colour}"><title>{escape(name)} on {escape(backend)}: {us:.1f} us</title></rect>'
+            )
+            offset += width
+    legend_y = top + ROW_H * len(rows) + 44
+    x = LABEL_W
+    for backend, colour in sorted(seen.items()):
+        body.append(f'<rect x="{x:.1f}" y="{legend_y - 10:.1f}" width="12" height="12" fill="{colour}"/>')
+        body.append(_text(x + 16, legend_y, backend, cls="tick"))
+        x += 24 + 8 * len(backend)
+    return _svg(LABEL_W + PLOT_W + 20, legend_y + 10, body, "per-op time stacked by backend")
+
+
+def placement_map(node_names: list[str], rows: list[tuple[str, list[tuple[str, str]]]]) -> str:
+    """A strip per row, one cell per source node in graph order, coloured by the backend that ran
+    it (grey where unknown, faded where the mapping is a guess)."""
+    top = 10.0
+    others: dict[str, str] = {}
+    count = max(len(node_names), 1)
+    cell = PLOT_W / count
+    body: list[str] = []
+    seen: dict[str, str] = {}
+    for index, (label, cells) in enumerate(rows):
+        y = top + ROW_H * index + 4
+        body.append(_text(LABEL_W - 8, y + 13, label, "end", "label"))
+        for position, (backend, certainty) in enumerate(cells):
+            colour = backend_colour(backend, others) if backend else UNKNOWN_COLOUR
+            if backend:
+                seen.setdefault(backend, colour)
+            opacity = "0.45" if certainty in ("uncertain", "partition") else "1"
+            node = node_names[position] if position < len(node_names) else "?"
+            body.append(
+                f'<rect class="node" x="{LABEL_W + position * cell:.2f}" y="{y:.1f}" '
+                f'width="{max(cell - 0.6, 0.6):.2f}" height="18" fill="{colour}" fill-opacity="{opacity}">'
+                f"<title>{escape(node)}: {escape(backend or 'not profiled')} "
+                f"({escape(certainty)})</title></rect>"
+            )
+    legend_y = top + ROW_H * len(rows) + 18
+    x = LABEL_W
+    for backend, colour in sorted(seen.items()):
+        body.append(f'<rect x="{x:.1f}" y="{legend_y - 10:.1f}" width="12" height="12" fill="{colour}"/>')
+        body.append(_text(x + 16, legend_y, backend, cls="tick"))
+        x += 24 + 8 * len(backend)
+    body.append(
+        _text(
+            LABEL_W + PLOT_W,
+            legend_y + 16,
+            f"{count} source nodes in graph order; faded: inferred",
+            "end",
+            "tick",
+        )
+    )
+    return _svg(LABEL_W + PLOT_W + 20, legend_y + 24, body, "placement map of source ops by backend")
+
+
+def snr_plot(outputs: list[str], rows: list[tuple[str, list[float | None]]], cap_db: float = 140.0) -> str:
+    """Grouped bars: per output, one bar per row of its SNR against the reference (dB; higher is
+    closer; bars at the cap are bit-exact or nearly so)."""
+    top = 10.0
+    others: dict[str, str] = {}
+    group_h = ROW_H * max(len(rows), 1) * 0.7 + 12
+    body: list[str] = _axis(cap_db, top, group_h * len(outputs), "SNR vs reference, dB (higher is closer)")
+    palette = [backend_colour(f"row{i}", others) for i in range(len(rows))]
+    for g, output in enumerate(outputs):
+        y0 = top + g * group_h
+        body.append(_text(LABEL_W - 8, y0 + 14, output, "end", "label"))
+        for r, (label, values) in enumerate(rows):
+            value = values[g] if g < len(values) else None
+            y = y0 + 4 + r * ROW_H * 0.7
+            if value is None:
+                body.append(_text(LABEL_W + 4, y + 11, f"{label}: n/a", cls="tick"))
+                continue
+            width = PLOT_W * max(0.0, min(value, cap_db)) / cap_db
+            body.append(
+                f'<rect class="bar" x="{LABEL_W}" y="{y:.1f}" width="{width:.1f}" '
+                f'height="{ROW_H * 0.55:.1f}" '
+                f'fill="{palette[r]}"><title>{escape(label)} {escape(output)}: {value:.1f} dB</title></rect>'
+            )
+            body.append(_text(LABEL_W + width + 4, y + 11, f"{label} {value:.1f} dB", cls="tick"))
+    return _svg(LABEL_W + PLOT_W + 200, top + group_h * len(outputs) + 34, body, "numeric error per output")
