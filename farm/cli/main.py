@@ -32,6 +32,11 @@ def _register() -> None:
     cli.add_command(runs.show)
     cli.add_command(compile_cmd.compile_command)
 
+    from farm.cli import check, report
+
+    cli.add_command(report.report)
+    cli.add_command(check.check)
+
     from farm.cli import agent, nightly, serve
 
     cli.add_command(agent.agent)
