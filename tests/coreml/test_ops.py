@@ -32,6 +32,22 @@ def _cast_roundtrip() -> onnx.ModelProto:
     return g.model()
 
 
+def _sin_cos() -> onnx.ModelProto:
+    g = Graph()
+    x = g.input("x", [2, 6])
+    g.output(g.one("Add", [g.one("Sin", [x]), g.one("Cos", [x])]))
+    return g.model()
+
+
+def _argmax() -> onnx.ModelProto:
+    # ArgMax's int64 output, as a float so both sides compare
+    g = Graph()
+    x = g.input("x", [3, 7, 2])
+    index = g.one("ArgMax", [x], axis=-2, keepdims=0)
+    g.output(g.one("Cast", [index], to=TensorProto.FLOAT))
+    return g.model()
+
+
 def _shape_derived_reshape() -> onnx.ModelProto:
     # Shape -> Gather -> Unsqueeze -> Concat -> Reshape: folded to a constant shape before lowering
     g = Graph()
@@ -218,6 +234,17 @@ CASES: dict[str, Callable[[], onnx.ModelProto]] = {
         mode="linear",
         coordinate_transformation_mode="align_corners",
     ),
+    "resize_1d_nearest": lambda: single_op(
+        "Resize", [[1, 2, 5]], [np.array([], np.float32), np.array([1, 1, 3], np.float32)], mode="nearest"
+    ),
+    "resize_1d_linear": lambda: single_op(
+        "Resize", [[1, 2, 5]], [np.array([], np.float32), np.array([1, 1, 2], np.float32)], mode="linear"
+    ),
+    "instance_norm": lambda: single_op("InstanceNormalization", [[2, 3, 10]], [f32(3), f32(3, seed=1)]),
+    "prelu_per_channel": lambda: single_op("PRelu", [[2, 3, 4, 4]], [np.abs(f32(3, 1, 1)) * 0.2]),
+    "elu": lambda: single_op("Elu", [[2, 3, 4]], alpha=0.5),
+    "sin_cos": _sin_cos,
+    "argmax": _argmax,
     "cast_roundtrip": _cast_roundtrip,
     "where": _where,
     "expand": lambda: single_op("Expand", [[3, 1]], [np.array([2, 3, 4], I64)]),
@@ -233,6 +260,20 @@ def test_op_matches_onnxruntime_in_fp32(case: str, tmp_path: Path) -> None:
     if case == "gather_embedding":
         feeds = {"ids": np.array([[0, 6, 3, 3, 1], [2, 5, 4, 0, 6]], np.int64)}
     assert_fp32_matches(save(model, tmp_path), feeds)
+
+
+def test_constant_of_shape_at_run_time(tmp_path: Path) -> None:
+    # a mask as wide as a free batch dim: ConstantOfShape stays an op (MIL fill)
+    g = Graph()
+    x = g.input("x", ["N", 4])
+    ones = g.one(
+        "ConstantOfShape",
+        [g.one("Shape", [x])],
+        value=onnx.helper.make_tensor("v", TensorProto.FLOAT, [1], [2.0]),
+    )
+    g.output(g.one("Mul", [x, ones]))
+    model = g.model()
+    assert_fp32_matches(save(model, tmp_path), random_feeds(model, batch=3))
 
 
 def test_opsets_13_and_21_lower_alike(tmp_path: Path) -> None:

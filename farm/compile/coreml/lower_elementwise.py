@@ -163,6 +163,20 @@ def lower_where(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.select(cond=lw.var(node.input[0]), a=a, b=b, name=lw.name(node))]
 
 
+def lower_elu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    alpha = float(lw.attrs(node).get("alpha", 1.0))
+    return [lw.mb.elu(x=lw.var(node.input[0]), alpha=alpha, name=lw.name(node))]
+
+
+def lower_prelu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # select(x >= 0, x, slope * x) takes any slope shape ONNX allows; MIL's prelu wants one per channel.
+    x = lw.var(node.input[0])
+    _, slope = binary_operands(lw, node.input[0], node.input[1])
+    zero = np.array(0, dtype=lw.types.nptype_from_builtin(x.dtype))
+    positive = lw.mb.greater_equal(x=x, y=zero)
+    return [lw.mb.select(cond=positive, a=x, b=lw.mb.mul(x=x, y=slope), name=lw.name(node))]
+
+
 def lower_erf(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.erf(x=lw.var(node.input[0]), name=lw.name(node))]
 
@@ -175,6 +189,10 @@ ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "Tanh": _unary("tanh"),
     "Gelu": lower_gelu,
     "Erf": lower_erf,
+    "Elu": lower_elu,
+    "PRelu": lower_prelu,
+    "Sin": _unary("sin"),
+    "Cos": _unary("cos"),
     "Softmax": lower_softmax,
     "Sqrt": _unary("sqrt"),
     "Exp": _unary("exp"),

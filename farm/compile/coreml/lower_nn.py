@@ -255,12 +255,31 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.add(x=y, y=c_var, name=lw.name(node))]
 
 
-def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    attrs = lw.attrs(node)
+def lower_instance_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    scale = lw.require_const(node, 1, "InstanceNormalization scale").astype(np.float32)
+    bias = lw.require_const(node, 2, "InstanceNormalization bias").astype(np.float32)
+    epsilon = np.float32(lw.attrs(node).get("epsilon", 1e-5))
     x = lw.var(node.input[0])
+    if len(x.shape) not in (3, 4):
+        raise NotLowerable("InstanceNormalization is supported on 3-D and 4-D inputs")
+    return [lw.mb.instance_norm(x=x, gamma=scale, beta=bias, epsilon=epsilon, name=lw.name(node))]
+
+
+def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    if len(x.shape) == 3:
+        # 1-D resize (audio, sequences): as a 2-D one over a height of 1
+        image = lw.mb.expand_dims(x=x, axes=[2])
+        resized = _resize_2d(lw, node, image, [1.0, *_resize_factors(lw, node, spatial=1)], final=False)
+        return [lw.mb.squeeze(x=resized, axes=[2], name=lw.name(node))]
     if len(x.shape) != 4:
-        raise NotLowerable("only 4-D (NCHW) Resize is supported")
-    factors = _resize_factors(lw, node)
+        raise NotLowerable("only 3-D (NCL) and 4-D (NCHW) Resize is supported")
+    return [_resize_2d(lw, node, x, _resize_factors(lw, node, spatial=2), final=True)]
+
+
+def _resize_2d(lw: Lowering, node: onnx.NodeProto, x: Any, factors: list[float], *, final: bool) -> Any:
+    attrs = lw.attrs(node)
+    named = {"name": lw.name(node)} if final else {}
     mode = attrs.get("mode", "nearest")
     coords = attrs.get("coordinate_transformation_mode", "half_pixel")
     if mode == "nearest":
@@ -272,44 +291,39 @@ def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
             raise NotLowerable(
                 f"nearest Resize with {coords}/{nearest} and scales {factors}: only integer upsampling"
             )
-        return [
-            lw.mb.upsample_nearest_neighbor(
-                x=x,
-                scale_factor_height=int(factors[0]),
-                scale_factor_width=int(factors[1]),
-                name=lw.name(node),
-            )
-        ]
+        return lw.mb.upsample_nearest_neighbor(
+            x=x, scale_factor_height=int(factors[0]), scale_factor_width=int(factors[1]), **named
+        )
     if mode != "linear":
         raise NotLowerable(f"Resize mode {mode!r} is not supported")
     if coords not in ("align_corners", "half_pixel", "pytorch_half_pixel", "asymmetric"):
         raise NotLowerable(f"linear Resize with coordinate_transformation_mode {coords!r} is not supported")
     # align_corners=False samples at half-pixel centres; asymmetric needs them off (iOS16+ ops).
-    kwargs = {"half_pixel_centers": False} if coords == "asymmetric" else {}
-    return [
-        lw.mb.upsample_bilinear(
-            x=x,
-            scale_factor_height=float(factors[0]),
-            scale_factor_width=float(factors[1]),
-            align_corners=coords == "align_corners",
-            name=lw.name(node),
-            **kwargs,
-        )
-    ]
+    kwargs: dict[str, Any] = {"half_pixel_centers": False} if coords == "asymmetric" else {}
+    return lw.mb.upsample_bilinear(
+        x=x,
+        scale_factor_height=float(factors[0]),
+        scale_factor_width=float(factors[1]),
+        align_corners=coords == "align_corners",
+        **named,
+        **kwargs,
+    )
 
 
-def _resize_factors(lw: Lowering, node: onnx.NodeProto) -> list[float]:
+def _resize_factors(lw: Lowering, node: onnx.NodeProto, *, spatial: int) -> list[float]:
+    """Scale factors of the last `spatial` axes; N and C must stay as they are."""
+    rank = spatial + 2
     scales = lw.const(node.input[2]) if lw.has(node, 2) else None
     if scales is not None and scales.size:
         values = [float(s) for s in scales]
     else:
         sizes = lw.require_const(node, 3, "Resize sizes (or scales)")
         dims = lw.static_dims(node.input[0])
-        if dims[2] is None or dims[3] is None:
+        if any(d is None for d in dims[2:]):
             raise NotLowerable("Resize by sizes needs static spatial input dims")
-        values = [1.0, 1.0, float(sizes[-2]) / dims[2], float(sizes[-1]) / dims[3]]
-    if len(values) != 4 or values[0] != 1.0 or values[1] != 1.0:
-        raise NotLowerable("Resize may scale only the two spatial axes")
+        values = [1.0, 1.0] + [float(sizes[i]) / float(dims[i] or 1) for i in range(2, rank)]
+    if len(values) != rank or values[0] != 1.0 or values[1] != 1.0:
+        raise NotLowerable("Resize may scale only the spatial axes")
     return values[2:]
 
 
@@ -325,4 +339,5 @@ NN_LOWERINGS: dict[str, LowerFn] = {
     "MatMul": lower_matmul,
     "Gemm": lower_gemm,
     "Resize": lower_resize,
+    "InstanceNormalization": lower_instance_norm,
 }

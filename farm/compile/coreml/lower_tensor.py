@@ -286,6 +286,33 @@ def lower_tile(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.tile(x=lw.var(node.input[0]), reps=reps, name=lw.name(node))]
 
 
+def lower_constant_of_shape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # Only reached when the shape is known at run time alone (a free dim): constant ones are folded.
+    value = lw.attrs(node).get("value")
+    fill = np.asarray(value).reshape(-1)[0] if value is not None else np.float32(0.0)
+    fill = np.asarray(fill).astype(np.int32) if np.asarray(fill).dtype.kind in "iu" else np.asarray(fill)
+    shape = lw.var(node.input[0])
+    return [lw.mb.fill(shape=shape, value=fill.item(), name=lw.name(node))]
+
+
+def _arg_reduce(mil_op: str) -> LowerFn:
+    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+        attrs = lw.attrs(node)
+        if int(attrs.get("select_last_index", 0)):
+            raise NotLowerable("select_last_index=1 is not supported")
+        return [
+            getattr(lw.mb, mil_op)(
+                x=lw.var(node.input[0]),
+                axis=int(attrs.get("axis", 0)),
+                keep_dims=bool(attrs.get("keepdims", 1)),
+                name=lw.name(node),
+            )
+        ]
+
+    lower.__name__ = f"lower_{mil_op}"
+    return lower
+
+
 def lower_constant(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
     for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
@@ -313,4 +340,7 @@ TENSOR_LOWERINGS: dict[str, LowerFn] = {
     "Expand": lower_expand,
     "Tile": lower_tile,
     "Constant": lower_constant,
+    "ConstantOfShape": lower_constant_of_shape,
+    "ArgMax": _arg_reduce("reduce_argmax"),
+    "ArgMin": _arg_reduce("reduce_argmin"),
 }
