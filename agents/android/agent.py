@@ -133,7 +133,11 @@ class AndroidAgent(DeviceAgent):
         finally:
             self._cleanup(conn, job_dir)
         result.thermal_before = before if before.temperatures_c else None
-        result.thermal_after = self._thermal(conn)
+        try:
+            result.thermal_after = self._thermal(conn)
+        except DeviceError as exc:
+            # The measurements are already here; a link lost now should not throw them away.
+            result.notes.append(f"no thermal reading after the run: {exc}")
         return result
 
     # -- helpers -----------------------------------------------------------------------------
