@@ -280,3 +280,16 @@ def test_opsets_13_and_21_lower_alike(tmp_path: Path) -> None:
     for opset in (13, 21):
         model = single_op("ReduceSum", [[2, 3, 4]], [np.array([1], I64)], opset=opset, keepdims=1)
         assert_fp32_matches(save(model, tmp_path, f"opset{opset}.onnx"), random_feeds(model))
+
+
+def test_outputs_that_alias_an_input_each_other_or_a_constant(tmp_path: Path) -> None:
+    g = Graph()
+    x = g.input("x", [2, 3])
+    relu = g.one("Relu", [x])
+    g.output(g.one("Identity", [relu]))
+    g.output(g.one("Identity", [relu]))
+    g.output(g.one("Identity", [x]))
+    g.output(g.one("Cast", [g.one("Shape", [x])], to=TensorProto.FLOAT))
+    model = g.model()
+    reference = assert_fp32_matches(save(model, tmp_path), random_feeds(model))
+    assert list(reference) == [o.name for o in model.graph.output]

@@ -104,7 +104,10 @@ class Lowering:
     # -- naming the outputs --------------------------------------------------------------
     def name(self, node: onnx.NodeProto, index: int = 0) -> str:
         """A unique MIL name for the node's output `index`, after the ONNX tensor name."""
-        base = mil_name(node.output[index] if len(node.output) > index else node_label(node))
+        return self.unique_name(node.output[index] if len(node.output) > index else node_label(node))
+
+    def unique_name(self, onnx_name: str) -> str:
+        base = mil_name(onnx_name)
         name, n = base, 1
         while name in self._names:
             name, n = f"{base}_{n}", n + 1
@@ -191,8 +194,7 @@ def _graph_outputs(
         name = mil_name(info.name)
         # A MIL function output must be a distinct op output with the output's name.
         if isinstance(value, np.ndarray) or value in outputs or value.name != name or value in placeholders:
-            lw.reserve(name + "__")
-            value = lw.mb.identity(x=lw.var(info.name), name=name)
+            value = lw.mb.identity(x=lw.var(info.name), name=lw.unique_name(info.name))
         outputs.append(value)
         names[info.name] = value.name
     return outputs, names
