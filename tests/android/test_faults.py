@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from agents.android.agent import AndroidAgent
+from agents.android.keys import load_signer
+from agents.android.transport import AdbConnection
 from agents.base import AgentSettings, RunRequest
 from farm.errors import DeviceLostError, DeviceTimeoutError
 from farm.targets import Target
@@ -85,3 +87,24 @@ def test_a_corrupted_packet_is_a_lost_device(adb_peer: PeerHandle, android_setti
     finally:
         agent.close()
     assert not health.up and "link failed" in health.reason
+
+
+def test_a_job_past_its_deadline_is_a_timeout_and_is_killed(
+    adb_peer: PeerHandle, android_settings: AgentSettings, small_model: Model
+) -> None:
+    path, sha, inputs = small_model
+    # Loading onnxruntime alone takes longer than this deadline.
+    request = RunRequest(path, sha, Target.parse("ort/cpu"), inputs, warmup=1, runs=3, timeout_s=0.2)
+    agent = AndroidAgent(android_settings)
+    try:
+        (unit,) = agent.discover()
+        agent.prepare(unit, request)
+        with pytest.raises(DeviceTimeoutError, match="deadline"):
+            agent.run(unit, request)
+    finally:
+        agent.close()
+    conn = AdbConnection(f"tcp:{adb_peer.address}", load_signer(adb_peer.key_path), io_timeout_s=5)
+    try:
+        assert conn.shell("pgrep -f 'farm_[r]unner'").output.strip() == ""
+    finally:
+        conn.close()
