@@ -74,16 +74,57 @@ def _one_node_model(directory: Path) -> Path:
     return path
 
 
+def installed_runtime_wheels() -> list[str]:
+    """The distributions that provide the `onnxruntime` module: more than one shadow each other."""
+    from importlib import metadata
+
+    names = ("onnxruntime", "onnxruntime-gpu")
+    found = []
+    for name in names:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        found.append(name)
+    return found
+
+
+def load_cuda_libraries() -> None:
+    """Let onnxruntime-gpu find CUDA/cuDNN installed as pip wheels (its `[cuda,cudnn]` extras).
+
+    `preload_dlls` exists from onnxruntime 1.21; a failure here only means the system's own
+    libraries must do, which session creation then reports.
+    """
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return
+    try:
+        with captured_native_log():
+            preload()
+    except Exception:  # best effort: session creation names what is missing
+        pass
+
+
 def cuda_availability(options: CudaOptions | None = None) -> CudaAvailability:
     """Whether a CUDA session can be created here, and if not, why (in words a user can act on)."""
     import onnxruntime as ort
 
     options = options or CudaOptions()
     version = str(ort.__version__)
+    wheels = installed_runtime_wheels()
+    if len(wheels) > 1:
+        return CudaAvailability(
+            False,
+            f"both {' and '.join(wheels)} are installed and overwrite each other's files: "
+            "pip uninstall -y onnxruntime onnxruntime-gpu && pip install onnxruntime-gpu",
+        )
     if CUDA_PROVIDER not in ort.get_available_providers():
         return CudaAvailability(
             False, f"onnxruntime {version} has no {CUDA_PROVIDER} (the CPU-only wheel); {INSTALL_HINT}"
         )
+    load_cuda_libraries()
     session_options = ort.SessionOptions()
     session_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     with tempfile.TemporaryDirectory(prefix="farm-cuda-") as tmp, captured_native_log() as log:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from agents.base import DeviceRun, RunRequest
-from agents.host.cuda import CUDA_PROVIDER, INSTALL_HINT, CudaOptions
+from agents.host.cuda import CUDA_PROVIDER, INSTALL_HINT, CudaOptions, load_cuda_libraries
 from agents.host.fallback_probe import probe_cpu_fallback
 from agents.host.memory import PeakMemory
 from farm.analysis.ort_profile import node_events, op_timings
@@ -84,6 +84,7 @@ def _create(request: RunRequest, options: Any, cuda: CudaOptions) -> Any:
         raise UsageError(
             f"{request.target} needs {CUDA_PROVIDER}, which this host's onnxruntime lacks", hint=INSTALL_HINT
         )
+    load_cuda_libraries()
     try:
         session = ort.InferenceSession(str(request.artifact), options, providers=cuda.providers())
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
