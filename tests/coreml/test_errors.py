@@ -25,15 +25,19 @@ def _model_with_unsupported_ops() -> Graph:
     y = g.one("SpaceToDepth", [y], blocksize=2)
     y = g.one("DepthToSpace", [y], blocksize=2)
     y = g.one("Hardmax", [y])
+
     # Mod only ever sees constants: folded away, so not reported
     g.output(g.one("Add", [y, g.one("Mod", [g.const(np.float32(7.0)), g.const(np.float32(4.0))], fmod=1)]))
+    # a supported op with attributes the lowering cannot take; the Relu fed by it is not blamed
+    resized = g.one("Resize", [x, "", g.const(np.array([1, 1, 2, 2], np.float32))], mode="cubic")
+    g.output(g.one("Relu", [resized]))
     return g
 
 
 def test_every_unsupported_op_is_listed_with_its_node(tmp_path: Path) -> None:
     path = save(_model_with_unsupported_ops().model(), tmp_path)
     found = unsupported_ops(path)
-    assert [op for op, _ in found] == ["DepthToSpace", "SpaceToDepth", "DepthToSpace", "Hardmax"]
+    assert [op for op, _ in found] == ["DepthToSpace", "SpaceToDepth", "DepthToSpace", "Hardmax", "Resize"]
     assert all(name for _, name in found)
 
 
@@ -42,8 +46,9 @@ def test_compile_stops_with_one_error_naming_types_counts_and_nodes(tmp_path: Pa
     with pytest.raises(CompileError) as caught:
         compile_coreml(path, ANE, tmp_path / "out")
     message = str(caught.value)
-    assert "4 node(s) of 3 op type(s)" in message
+    assert "5 node(s) of 4 op type(s)" in message
     assert "DepthToSpace x2" in message and "Hardmax x1" in message and "SpaceToDepth x1" in message
+    assert "Resize x1" in message and "'cubic' is not supported" in message
     for _, name in unsupported_ops(path):
         assert name in message
     assert caught.value.exit_code == 5
@@ -59,7 +64,7 @@ def test_attributes_outside_the_lowering_name_the_node(tmp_path: Path) -> None:
         "Resize", [[1, 2, 3, 4]], [np.array([], np.float32), np.array([1, 1, 2, 2], np.float32)], mode="cubic"
     )
     path = save(model, tmp_path)
-    with pytest.raises(CompileError, match=r"Resize \(Resize_\d+\).*cubic"):
+    with pytest.raises(CompileError, match=r"Resize x1: Resize_\d+ \(Resize mode 'cubic'"):
         compile_coreml(path, ANE, tmp_path / "out")
 
 

@@ -15,22 +15,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from farm.compile.coreml.convert import compile_coreml
+from farm.compile.coreml.convert import CoreMLOptions, compile_coreml, list_unsupported
 from farm.compile.coreml.drift import PREDICTION_NOTE, predict_drift
 from farm.compile.coreml.fold import fold_constants
 from farm.compile.coreml.onnx_graph import load_onnx
-from farm.compile.coreml.table import lowering_table
-from farm.compile.coreml.unsupported import find_unsupported
 
 
 def unsupported_ops(model_path: Path) -> list[tuple[str, str]]:
     """(op type, node name) of every node the CoreML lowering cannot take, after constant folding.
 
-    Empty for a `.mlpackage`, which is taken as it is. Needs no coremltools.
+    Op types without a lowering, and nodes whose attributes the lowering cannot take (found by
+    lowering the graph, where coremltools is installed). Empty for a `.mlpackage`, taken as it is.
     """
     if Path(model_path).suffix == ".mlpackage":
         return []
-    return find_unsupported(fold_constants(load_onnx(Path(model_path))), lowering_table())
+    graph = fold_constants(load_onnx(Path(model_path)))
+    return [(item.op_type, item.node) for item in list_unsupported(graph, CoreMLOptions())]
 
 
 __all__ = ["PREDICTION_NOTE", "compile_coreml", "predict_drift", "unsupported_ops"]

@@ -13,7 +13,14 @@ from typing import Any
 import onnx
 
 from farm.compile.coreml.fold import FoldedGraph, fold_constants
-from farm.compile.coreml.lowering import LoweredProgram, NotLowerable, lower_graph
+from farm.compile.coreml.lowering import (
+    LoweredProgram,
+    LoweringFailed,
+    NotLowerable,
+    Unlowered,
+    lower_graph,
+    mil_name,
+)
 from farm.compile.coreml.onnx_graph import (
     MAX_OPSET,
     MIN_OPSET,
@@ -34,7 +41,7 @@ from farm.compile.coreml.report import (
 from farm.compile.coreml.table import lowering_table
 from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
-from farm.errors import CompileError, UsageError
+from farm.errors import CompileError, ModelError, UsageError
 from farm.targets import COREML_COMPUTE_UNITS, Target
 
 PRECISIONS = ("fp16", "fp32")
@@ -88,15 +95,32 @@ def prepare_graph(
 
 
 def lower_checked(graph: FoldedGraph, options: CoreMLOptions) -> LoweredProgram:
-    """The lowered MIL program; a CompileError listing every unsupported op otherwise."""
-    table = lowering_table()
-    missing = find_unsupported(graph, table)
-    if missing:
-        raise CompileError(describe_unsupported(missing), hint="`farm compile --report-only` lists them too")
+    """The lowered MIL program; a CompileError listing every node that cannot be lowered otherwise."""
     try:
-        return lower_graph(graph, table, options.deployment_target())
+        return lower_graph(graph, lowering_table(), options.deployment_target())
+    except LoweringFailed as exc:
+        raise CompileError(
+            describe_unsupported(exc.failures),
+            hint="`farm compile --report-only` lists them for every target",
+        ) from exc
     except NotLowerable as exc:
         raise CompileError(f"cannot lower to CoreML: {exc}") from exc
+
+
+def list_unsupported(graph: FoldedGraph, options: CoreMLOptions) -> list[Unlowered]:
+    """Every node the lowering cannot take; the op-type check alone where coremltools is missing."""
+    table = lowering_table()
+    try:
+        import coremltools  # noqa: F401
+    except ImportError:
+        return find_unsupported(graph, table)
+    try:
+        lower_graph(graph, table, options.deployment_target())
+    except LoweringFailed as exc:
+        return exc.failures
+    except NotLowerable as exc:
+        return [Unlowered("input", "graph input", str(exc))]
+    return []
 
 
 def convert_program(
@@ -198,8 +222,6 @@ def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> 
     notes = []
     for info in graph.inputs:
         if info.dtype_name in ("int64", "float64"):
-            from farm.compile.coreml.lowering import mil_name
-
             notes.append(
                 f"input {info.name} is {info.dtype_name} in ONNX and {by_name.get(mil_name(info.name), '?')} "
                 "in the ML Program, which holds no 64-bit tensors"
@@ -214,8 +236,6 @@ def _take_package(source: Path, target: Target, package: Path, compute_units: st
         mlmodel = ct.models.MLModel(str(source), skip_model_load=True)
         spec = mlmodel.get_spec()
     except Exception as exc:  # coremltools raises bare Exceptions for unreadable packages
-        from farm.errors import ModelError
-
         raise ModelError(f"{source} is not a readable .mlpackage: {exc}") from exc
     if not spec.HasField("mlProgram"):
         raise CompileError(f"{source} is not an ML Program (neural network models are not supported)")

@@ -26,6 +26,27 @@ class NotLowerable(Exception):
     """An op this lowering has no MIL form for (or not with these attributes)."""
 
 
+@dataclass(frozen=True)
+class Unlowered:
+    """One node the lowering could not take, and why."""
+
+    op_type: str
+    node: str
+    reason: str
+
+
+#: the reason given for a node whose op type has no lowering at all
+NO_LOWERING = "no lowering for this op type"
+
+
+class LoweringFailed(Exception):
+    """Nodes of the graph could not be lowered; all of them are listed, not only the first."""
+
+    def __init__(self, failures: list[Unlowered]) -> None:
+        super().__init__(f"{len(failures)} node(s) cannot be lowered")
+        self.failures = failures
+
+
 #: ONNX tensor type -> MIL dtype name; ML Programs hold no 64-bit tensors
 MIL_DTYPES: dict[int, str] = {
     TensorProto.FLOAT: "fp32",
@@ -138,7 +159,11 @@ class LoweredProgram:
 
 
 def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: Any) -> LoweredProgram:
-    """Lower every node of `graph` with `table`; raises NotLowerable naming the first node that fails."""
+    """Lower every node of `graph` with `table`.
+
+    Raises LoweringFailed listing every node that cannot be lowered (nodes fed only by those are
+    skipped, not blamed), or NotLowerable for a graph input an ML Program cannot take.
+    """
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program, get_new_symbol, types
 
@@ -164,24 +189,44 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
             lw.reserve(name)
         for const_name, value in graph.constants.items():
             lw.values[const_name] = as_mil_array(value)
-        for node in graph.nodes:
-            lower = table.get(node.op_type)
-            if lower is None or node.domain not in ("", "ai.onnx"):
-                raise NotLowerable(f"{node.op_type} ({node_label(node)}): no lowering for this op")
-            try:
-                results = lower(lw, node)
-            except NotLowerable as exc:
-                raise NotLowerable(f"{node.op_type} ({node_label(node)}): {exc}") from exc
-            except (ValueError, TypeError, IndexError, AssertionError, NotImplementedError) as exc:
-                # MIL's type inference rejected what the lowering built: shapes or dtypes that do not fit.
-                raise NotLowerable(f"{node.op_type} ({node_label(node)}): MIL rejected it: {exc}") from exc
-            for out_name, result in zip(node.output, results, strict=False):
-                if out_name:
-                    lw.values[out_name] = as_mil_array(result) if isinstance(result, np.ndarray) else result
+        failures = _lower_nodes(lw, graph, table)
+        if failures:
+            raise LoweringFailed(failures)
         outputs, output_names = _graph_outputs(lw, graph, set(placeholders.values()))
         function.set_outputs(outputs)
     program.add_function("main", function)
     return LoweredProgram(program=program, output_names=output_names, input_names=input_names)
+
+
+def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) -> list[Unlowered]:
+    failures: list[Unlowered] = []
+    unavailable: set[str] = set()
+    for node in graph.nodes:
+        op_type = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+        lower = table.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if any(name in unavailable for name in node.input):
+            # Fed by a node that failed: its attributes cannot be checked, but a missing op type can.
+            if lower is None:
+                failures.append(Unlowered(op_type, node_label(node), NO_LOWERING))
+            unavailable.update(node.output)
+            continue
+        try:
+            if lower is None:
+                raise NotLowerable(NO_LOWERING)
+            results = lower(lw, node)
+        except NotLowerable as exc:
+            failures.append(Unlowered(op_type, node_label(node), str(exc)))
+            unavailable.update(node.output)
+            continue
+        except (ValueError, TypeError, IndexError, AssertionError, NotImplementedError) as exc:
+            # MIL's type inference rejected what the lowering built: shapes or dtypes that do not fit.
+            failures.append(Unlowered(op_type, node_label(node), f"MIL rejected it: {exc}"))
+            unavailable.update(node.output)
+            continue
+        for out_name, result in zip(node.output, results, strict=False):
+            if out_name:
+                lw.values[out_name] = as_mil_array(result) if isinstance(result, np.ndarray) else result
+    return failures
 
 
 def _graph_outputs(
