@@ -92,8 +92,8 @@ def installed_runtime_wheels() -> list[str]:
 def load_cuda_libraries() -> None:
     """Let onnxruntime-gpu find CUDA/cuDNN installed as pip wheels (its `[cuda,cudnn]` extras).
 
-    `preload_dlls` exists from onnxruntime 1.21; a failure here only means the system's own
-    libraries must do, which session creation then reports.
+    Recent onnxruntime-gpu releases have `preload_dlls`; where it is missing or fails, the system's
+    own libraries must do, and session creation reports what is missing.
     """
     import onnxruntime as ort
 
