@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.compile.placement import short_provider
-from farm.reports.compare import Column
+from farm.reports.compare import Column, backend_name
 
 NAME_BOUNDARIES = frozenset("._:/-")
 #: kernels of compiled partitions are named `<Provider>ExecutionProvider_<NAME>_<hash>_<n>_<n>`
@@ -133,7 +132,7 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
     untraced: list[dict[str, Any]] = []
     partitions: dict[str, list[dict[str, Any]]] = {}
     for kernel in column.ops:
-        backend = short_provider(str(kernel.get("provider") or "?"))
+        backend = backend_name(str(kernel.get("provider") or "?"))
         if _is_partition(kernel):
             partitions.setdefault(backend, []).append(kernel)
             continue
@@ -158,7 +157,7 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
             cells[producer] = Cell(cell.kernel, cell.op_type, backend, cell.mean_us, "fused")
             current = producer
     node_placement = {
-        str(k): short_provider(str(v)) for k, v in column.compile.get("node_placement", {}).items()
+        str(k): backend_name(str(v)) for k, v in column.compile.get("node_placement", {}).items()
     }
     for backend, kernels in partitions.items():
         total = sum(float(k.get("mean_us") or 0.0) for k in kernels)

@@ -11,6 +11,9 @@ from typing import Any
 
 from farm.compile.placement import CPU_PROVIDERS, short_provider
 
+#: how people write the backends whose provider names ONNX Runtime spells in CamelCase
+BACKEND_NAMES = {"nnapi": "NNAPI", "xnnpack": "XNNPACK", "qnn": "QNN", "coreml": "CoreML", "cuda": "CUDA"}
+
 #: op types that move tensors between a device's memory and the host's, in ORT's profile
 TRANSFER_OP_TYPES = frozenset({"MemcpyToHost", "MemcpyFromHost", "Memcpy"})
 
@@ -78,12 +81,12 @@ class Column:
     def placement(self) -> dict[str, int]:
         """Backend -> kernels that ran there (the profile), else what the compiler placed."""
         placement = self.job.get("placement") or self.compile.get("placement") or {}
-        return {short_provider(str(k)): int(v) for k, v in placement.items()}
+        return {backend_name(str(k)): int(v) for k, v in placement.items()}
 
     def time_by_backend_us(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for op in self.ops:
-            backend = short_provider(str(op.get("provider") or "?"))
+            backend = backend_name(str(op.get("provider") or "?"))
             totals[backend] = totals.get(backend, 0.0) + float(op.get("mean_us") or 0.0)
         return totals
 
@@ -98,6 +101,12 @@ class Column:
         if not total or any(c is None for c in costs):
             return None
         return sum(c for c in costs if c is not None) / total
+
+
+def backend_name(provider: str) -> str:
+    """`NnapiExecutionProvider` -> `NNAPI`, `CPUExecutionProvider` -> `CPU`; Core ML's `ANE` as it is."""
+    short = short_provider(provider)
+    return BACKEND_NAMES.get(short.lower(), short)
 
 
 def _is_transfer(op: dict[str, Any]) -> bool:
@@ -207,4 +216,4 @@ def fusion_differences(columns: list[Column]) -> list[tuple[str, list[str], list
 
 
 def is_cpu(provider: str) -> bool:
-    return provider in CPU_PROVIDERS or short_provider(provider) == "CPU"
+    return provider in CPU_PROVIDERS or backend_name(provider) == "CPU"

@@ -10,31 +10,9 @@ from typing import Any
 from farm.reports.alignment import Alignment, SourceNode, align, source_nodes
 from farm.reports.compare import Column, Comparison, compare, fusion_differences
 from farm.reports.findings import Finding, find
+from farm.reports.findings.preflight import PreflightCheck, preflight_mismatch
 
 REPORT_SCHEMA_VERSION = 1
-
-
-@dataclass
-class PreflightCheck:
-    """For one column: the source nodes pre-flight said would not run on the accelerator, and
-    the nodes the device actually ran on its CPU."""
-
-    label: str
-    predicted: list[str]
-    observed: list[str]
-    reasons: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def confirmed(self) -> list[str]:
-        return [n for n in self.predicted if n in set(self.observed)]
-
-    @property
-    def unexpected(self) -> list[str]:
-        return [n for n in self.observed if n not in set(self.predicted)]
-
-    @property
-    def avoided(self) -> list[str]:
-        return [n for n in self.predicted if n not in set(self.observed)]
 
 
 @dataclass
@@ -179,4 +157,5 @@ def build_report(
     nodes: list[SourceNode] = source_nodes(model) if model is not None else []
     alignment = align(nodes, comparison.columns) if nodes else None
     preflight = _preflight(model, alignment, comparison.columns) if model and alignment else []
-    return Report(comparison, find(comparison), alignment, nodes, preflight)
+    findings = sorted(find(comparison) + preflight_mismatch(preflight), key=lambda f: -f.weight)
+    return Report(comparison, findings, alignment, nodes, preflight)

@@ -36,11 +36,13 @@ def render_report(report: Report) -> str:
     model = report.comparison.model
     against = report.comparison.against
     title = f"farm report: {model.get('name', '?')} (run {run.get('run_id', '?')})"
-    meta = (
-        f"model {e(model.get('name', '?'))} sha256 {e(str(model.get('sha256', ''))[:12])}, "
-        f"{e(model.get('nodes', '?'))} nodes, opset {e(model.get('opset', '?'))}; run "
-        f"{e(run.get('run_id'))}"
-    )
+    facts = [f"model {e(model.get('name', '?'))}"]
+    if model.get("sha256"):
+        facts.append(f"sha256 {e(str(model['sha256'])[:12])}")
+    if model.get("nodes") is not None:
+        facts.append(f"{e(model['nodes'])} nodes, opset {e(model.get('opset', '?'))}")
+    facts.append(f"run {e(run.get('run_id'))}")
+    meta = ", ".join(facts)
     if against is not None:
         meta += f" against run {e(against.get('run_id'))}"
     parts = [

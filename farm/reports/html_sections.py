@@ -7,10 +7,9 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from farm.compile.placement import short_provider
 from farm.reports import svg
 from farm.reports.alignment import describe
-from farm.reports.compare import Column, fusion_differences
+from farm.reports.compare import Column, backend_name, fusion_differences
 from farm.reports.document import Report
 
 
@@ -180,11 +179,29 @@ def findings(report: Report) -> str:
     return f'<ol class="findings">{items}</ol>'
 
 
+NOT_RECORDED = '<p class="muted">{what}: not recorded by {who}.</p>'
+
+
+def _not_recorded(what: str, columns: list[Column]) -> str:
+    if not columns:
+        return ""
+    return NOT_RECORDED.format(what=escape(what), who=escape(", ".join(c.label for c in columns)))
+
+
 def latency(columns: list[Column]) -> str:
-    rows = [(c.label, c.samples_ms, c.job.get("first_inference_ms")) for c in columns if c.ok]
-    return svg.latency_plot(rows) + (
-        '<p class="muted">Box: quartiles of the warm samples; line: median; '
-        "dots: every sample; diamond: the first (cold) inference.</p>"
+    ok = [c for c in columns if c.ok]
+    timed = [c for c in ok if c.samples_ms]
+    missing = _not_recorded("Latency samples", [c for c in ok if not c.samples_ms])
+    if not timed:
+        return missing
+    rows = [(c.label, c.samples_ms, c.job.get("first_inference_ms")) for c in timed]
+    return (
+        missing
+        + svg.latency_plot(rows)
+        + (
+            '<p class="muted">Box: quartiles of the warm samples; line: median; '
+            "dots: every sample; diamond: the first (cold) inference.</p>"
+        )
     )
 
 
@@ -198,6 +215,8 @@ def compile(columns: list[Column]) -> str:
             + list(c.compile.get("op_types_after") or {})
         }
     )
+    if not types:
+        return _not_recorded("Op types before and after compiling", ok)
     differing = {t for t, _, _ in fusion_differences(columns)}
     rows = []
     for op_type in types:
@@ -220,24 +239,31 @@ def compile(columns: list[Column]) -> str:
 
 def placement(report: Report) -> str:
     columns = [c for c in report.columns if c.ok]
-    parts = [
-        svg.stacked_ops_plot(
-            [
-                (
-                    c.label,
-                    [
-                        (
-                            str(op["name"]),
-                            short_provider(str(op.get("provider") or "?")),
-                            float(op.get("mean_us") or 0),
-                        )
-                        for op in c.ops
-                    ],
-                )
-                for c in columns
-            ]
-        )
-    ]
+    timed = [c for c in columns if any(op.get("mean_us") is not None for op in c.ops)]
+    parts = [_not_recorded("Per-op times", [c for c in columns if c not in timed])]
+    parts += (
+        []
+        if not timed
+        else [
+            svg.stacked_ops_plot(
+                [
+                    (
+                        c.label,
+                        [
+                            (
+                                str(op["name"]),
+                                backend_name(str(op.get("provider") or "?")),
+                                float(op.get("mean_us") or 0),
+                            )
+                            for op in c.ops
+                            if op.get("mean_us") is not None
+                        ],
+                    )
+                    for c in timed
+                ]
+            )
+        ]
+    )
     if report.alignment is not None:
         names = [s.name for s in report.nodes]
         strips: list[tuple[str, list[tuple[str, str]]]] = []
@@ -283,7 +309,7 @@ def placement(report: Report) -> str:
             [
                 e(o["name"]),
                 e(o.get("op_type", "")),
-                _swatch(short_provider(str(o.get("provider") or "?"))),
+                _swatch(backend_name(str(o.get("provider") or "?"))),
                 _num(float(o.get("mean_us") or 0) / 1000),
                 f"{float(o.get('share') or 0) * 100:.1f}%",
             ]

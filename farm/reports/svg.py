@@ -24,6 +24,8 @@ UNKNOWN_COLOUR = "#c8c8c8"
 LABEL_W = 230
 PLOT_W = 560
 ROW_H = 26
+#: latency values spread wider than this (max/min) are drawn on a log axis
+LOG_SCALE_RATIO = 20.0
 
 
 def backend_colour(backend: str, others: dict[str, str] | None = None) -> str:
@@ -85,12 +87,35 @@ def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
     """Per row (label, warm samples ms, cold first-inference ms): a box (quartiles), whiskers
     (min-max), every sample as a dot, and the cold run as a diamond."""
     top = 10.0
-    values = [v for _, samples, cold in rows for v in [*samples, *([cold] if cold else [])]]
-    scale_max = max(values, default=1.0) * 1.05 or 1.0
-    body: list[str] = _axis(scale_max, top, ROW_H * len(rows), "ms")
+    values = [v for _, samples, cold in rows for v in [*samples, *([cold] if cold else [])] if v > 0]
+    low, high = min(values, default=0.1), max(values, default=1.0)
+    if high / low > LOG_SCALE_RATIO:
+        # a cold start 20x the warm runs would squash every box into one pixel: use a log axis
+        lo_exp, hi_exp = math.floor(math.log10(low)), math.ceil(math.log10(high))
+        span = max(hi_exp - lo_exp, 1)
 
-    def x(value: float) -> float:
-        return LABEL_W + PLOT_W * value / scale_max
+        def x(value: float) -> float:
+            return LABEL_W + PLOT_W * (math.log10(max(value, 10.0**lo_exp)) - lo_exp) / span
+
+        body: list[str] = []
+        for exp in range(lo_exp, hi_exp + 1):
+            for mantissa in (1, 2, 5):
+                tick = mantissa * 10.0**exp
+                if tick > 10.0**hi_exp:
+                    break
+                body.append(
+                    f'<line class="grid" x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{top:.1f}" '
+                    f'y2="{top + ROW_H * len(rows):.1f}"/>'
+                )
+                body.append(_text(x(tick), top + ROW_H * len(rows) + 14, f"{tick:g}", "middle", "tick"))
+        body.append(_text(LABEL_W + PLOT_W, top + ROW_H * len(rows) + 28, "ms (log scale)", "end", "tick"))
+    else:
+        scale_max = high * 1.05
+
+        def x(value: float) -> float:
+            return LABEL_W + PLOT_W * value / scale_max
+
+        body = _axis(scale_max, top, ROW_H * len(rows), "ms")
 
     for index, (label, samples, cold) in enumerate(rows):
         mid = top + ROW_H * index + ROW_H / 2
@@ -146,7 +171,8 @@ def stacked_ops_plot(rows: list[tuple[str, list[tuple[str, str, float]]]]) -> st
             width = PLOT_W * us / 1000 / scale_max
             body.append(
                 f'<rect class="op" x="{LABEL_W + offset:.2f}" y="{y:.1f}" width="{width:.2f}" height="16" '
-                f'fill="{colour}"><title>{escape(name)} on {escape(backend)}: {us:.1f} us</title></rect>'
+                f'fill="{colour}" stroke="#ffffff" stroke-width="0.6"><title>{escape(name)} on '
+                f"{escape(backend)}: {us:.1f} us</title></rect>"
             )
             offset += width
     legend_y = top + ROW_H * len(rows) + 44

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from farm.compile.placement import short_provider
+from farm.reports.compare import backend_name
 
 #: keys every event of a phase must carry (Trace Event Format, "Event Descriptions")
 REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
@@ -39,6 +39,16 @@ def _meta(name: str, pid: int, value: Any, tid: int | None = None) -> dict[str, 
     return event
 
 
+def _backend(event: dict[str, Any]) -> str:
+    """The provider in the event's args, else the one a compiled partition is named after
+    (`NnapiExecutionProvider_Nnapi_<hash>_<n>_<n>`)."""
+    provider = (event.get("args") or {}).get("provider")
+    if not provider:
+        head = str(event.get("name") or "").split("_", 1)[0]
+        provider = head if head.endswith("ExecutionProvider") else "ORT"
+    return backend_name(str(provider))
+
+
 def _lanes(backends: Iterable[str]) -> dict[str, int]:
     return {backend: tid for tid, backend in enumerate(sorted(set(backends)), start=1)}
 
@@ -49,7 +59,7 @@ def job_trace_events(job: dict[str, Any], pid: int = 1) -> list[dict[str, Any]]:
     recorded = [e for e in job.get("trace_events") or [] if e.get("ts") is not None]
     events: list[dict[str, Any]] = [_meta("process_name", pid, label)]
     if recorded:
-        backends = [short_provider(str((e.get("args") or {}).get("provider") or "ORT")) for e in recorded]
+        backends = [_backend(e) for e in recorded]
         lanes = _lanes(backends)
         for backend, tid in lanes.items():
             events.append(_meta("thread_name", pid, backend, tid))
@@ -68,13 +78,14 @@ def job_trace_events(job: dict[str, Any], pid: int = 1) -> list[dict[str, Any]]:
                 }
             )
         return events
-    ops = job.get("ops") or []
-    lanes = _lanes(short_provider(str(op.get("provider") or "?")) for op in ops)
+    # a placement-only recording has no times to lay out
+    ops = [op for op in job.get("ops") or [] if op.get("mean_us") is not None]
+    lanes = _lanes(backend_name(str(op.get("provider") or "?")) for op in ops)
     for backend, tid in lanes.items():
         events.append(_meta("thread_name", pid, backend, tid))
     ts = 0.0
     for op in ops:
-        backend = short_provider(str(op.get("provider") or "?"))
+        backend = backend_name(str(op.get("provider") or "?"))
         dur = float(op.get("mean_us") or 0.0)
         events.append(
             {

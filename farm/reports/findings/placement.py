@@ -18,16 +18,16 @@ def cpu_fallbacks(comparison: Comparison) -> list[Finding]:
         share = column.fallback_share()
         largest = column.fallbacks[0]
         transfer_us = sum(f.transfer_us for f in column.fallbacks)
-        count = f"{len(column.fallbacks)} op{'s' if len(column.fallbacks) > 1 else ''}"
+        count = "1 op falls" if len(column.fallbacks) == 1 else f"{len(column.fallbacks)} ops fall"
         if share is None or largest.mean_us is None:
             text = (
-                f"{count} fall back to CPU on {column.label} "
+                f"{count} back to CPU on {column.label} "
                 f"({', '.join(f.name for f in column.fallbacks[:5])}); "
-                "the device recorded where they ran but not what they cost"
+                "the recording shows the placement but no per-op time"
             )
         else:
             text = (
-                f"{count} fall back to CPU on {column.label}, costing {pct(share)} of the op time; the "
+                f"{count} back to CPU on {column.label}, costing {pct(share)} of the op time; the "
                 "largest "
                 f"is {largest.name} ({largest.op_type}, {largest.mean_us / 1000:.3f} ms)"
             )

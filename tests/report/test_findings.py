@@ -1,0 +1,139 @@
+"""Each findings rule on the one crafted difference it names, and quiet where there is none."""
+
+from __future__ import annotations
+
+from farm.reports.compare import compare
+from farm.reports.findings import RULES, find
+from farm.reports.findings.compile import fusion_only_on, node_count_gap
+from farm.reports.findings.jobs import job_failed
+from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
+from farm.reports.findings.numerics import reduced_precision, reference_failed, topk_disagreement
+from farm.reports.findings.placement import cpu_fallbacks, many_partitions
+from farm.reports.findings.preflight import PreflightCheck, preflight_mismatch
+from tests.report.crafted import job, run
+
+NNAPI, CPU = "NnapiExecutionProvider", "CPUExecutionProvider"
+OPS = [
+    ("Conv_1", "Conv", NNAPI, 400.0),
+    ("MemcpyToHost", "MemcpyToHost", CPU, 50.0),
+    ("Resize_40", "Resize", CPU, 300.0),
+    ("MemcpyFromHost", "MemcpyFromHost", CPU, 50.0),
+    ("Softmax_9", "Softmax", CPU, 200.0),
+]
+
+
+def test_quiet_on_identical_jobs() -> None:
+    same = run(job("a", "ort/cpu"), job("b", "ort/cpu"))
+    assert find(compare(same)) == []
+
+
+def test_cpu_fallbacks_cost_includes_the_copies_around_them() -> None:
+    [finding] = cpu_fallbacks(compare(run(job(ops=OPS, fallbacks=("Resize_40", "Softmax_9")))))
+    assert finding.text.startswith("2 ops fall back to CPU on phone ort/nnapi, costing 60% of the op time")
+    assert "the largest is Resize_40 (Resize, 0.300 ms)" in finding.text
+    assert finding.evidence["transfer_us"] == 100.0
+    assert [op["name"] for op in finding.evidence["ops"]] == ["Resize_40", "Softmax_9"]
+
+
+def test_cpu_fallbacks_without_times_says_so() -> None:
+    untimed = job(ops=[("Resize_40", "Resize", CPU, 0.0)], fallbacks=("Resize_40",))
+    untimed["ops"][0]["mean_us"] = None
+    [finding] = cpu_fallbacks(compare(run(untimed)))
+    assert "no per-op time" in finding.text and finding.evidence["share"] is None
+
+
+def test_cpu_target_has_no_fallbacks() -> None:
+    assert cpu_fallbacks(compare(run(job(target="ort/cpu", ops=OPS)))) == []
+
+
+def test_many_partitions() -> None:
+    [finding] = many_partitions(compare(run(job(partitions=7), job("b", "ort/cpu", partitions=7))))
+    assert "split into 7 partitions on phone ort/nnapi" in finding.text
+
+
+def test_fusion_only_on_names_where_it_fired() -> None:
+    findings = fusion_only_on(
+        compare(run(job("a", "ort/cpu", fusions={"SkipLayerNormalization": 2}), job("b", "ort/nnapi")))
+    )
+    assert [f.text for f in findings] == [
+        "SkipLayerNormalization fused on a ort/cpu only (not on b ort/nnapi)"
+    ]
+
+
+def test_node_count_gap() -> None:
+    [finding] = node_count_gap(compare(run(job("a", nodes_after=10), job("b", nodes_after=25))))
+    assert finding.evidence["nodes_after"] == {"a ort/nnapi": 10, "b ort/nnapi": 25}
+
+
+def test_latency_gap_and_its_threshold() -> None:
+    [finding] = latency_gap(compare(run(job("a", p50=1.0), job("b", p50=3.0))))
+    assert finding.text.startswith("b ort/nnapi is 3.0x slower than a ort/nnapi at p50")
+    assert latency_gap(compare(run(job("a", p50=1.0), job("b", p50=1.1)))) == []
+
+
+def test_unstable_latency() -> None:
+    [finding] = unstable_latency(compare(run(job(cv=0.4), job("b", cv=0.01))))
+    assert finding.evidence == {"column": "phone ort/nnapi", "cv": 0.4}
+
+
+def test_run_regression_compares_the_same_device_and_target() -> None:
+    now, before = run(job(p50=1.5, run_id="new"), run_id="new"), run(job(p50=1.0, run_id="old"), run_id="old")
+    [finding] = run_regression(compare(now, before))
+    assert "50% slower in run new than in old" in finding.text
+    assert run_regression(compare(now)) == []
+
+
+def test_reference_failed_names_the_worst_output() -> None:
+    [finding] = reference_failed(compare(run(job(snr_db=12.0, passed=False))))
+    assert "worst output logits at 12.0 dB SNR" in finding.text and finding.weight == 1.0
+
+
+def test_reduced_precision_within_and_beyond_fp16_rounding() -> None:
+    fp32 = job("host", "ort/cpu", snr_db=120.0)
+    [ok] = reduced_precision(compare(run(fp32, job("iphone", "coreml/ane", precision="fp16", snr_db=55.0))))
+    assert "computes in fp16: SNR 55.0 dB on logits vs 120.0 dB on fp32 targets, within" in ok.text
+    [bad] = reduced_precision(compare(run(fp32, job("iphone", "coreml/ane", precision="fp16", snr_db=12.0))))
+    assert "below what fp16 rounding explains" in bad.text and bad.weight > ok.weight
+
+
+def test_topk_disagreement_reads_recorded_topk() -> None:
+    j = job()
+    j["reference"]["outputs"]["logits"]["topk"] = {"k": 5, "top1_match": False, "top5_overlap": 0.6}
+    [finding] = topk_disagreement(compare(run(j)))
+    assert "different top-1 class on logits" in finding.text
+    assert topk_disagreement(compare(run(job()))) == []
+
+
+def test_job_failed() -> None:
+    failed = {
+        "job_id": "x",
+        "run_id": "run-a",
+        "device": "pixel8",
+        "target": "ort/qnn",
+        "status": "failed",
+        "error": "device lost",
+        "error_type": "DeviceLostError",
+    }
+    [finding] = job_failed(compare(run(job(), failed)))
+    assert finding.text == "pixel8 ort/qnn failed: device lost"
+
+
+def test_preflight_mismatch() -> None:
+    check = PreflightCheck("s23 ort/nnapi", predicted=["Where_3"], observed=["Where_3", "/Resize"])
+    [finding] = preflight_mismatch([check])
+    assert finding.evidence["unexpected"] == ["/Resize"] and finding.evidence["confirmed"] == ["Where_3"]
+    assert preflight_mismatch([PreflightCheck("x", ["a"], ["a"])]) == []
+
+
+def test_ranking_puts_failures_first() -> None:
+    findings = find(
+        compare(
+            run(
+                job("a", p50=1.0, ops=OPS, fallbacks=("Resize_40",)),
+                job("b", p50=2.0, snr_db=5.0, passed=False),
+            )
+        )
+    )
+    assert findings[0].rule == "reference_failed"
+    assert [f.weight for f in findings] == sorted((f.weight for f in findings), reverse=True)
+    assert len(RULES) == len({r.__name__ for r in RULES})
