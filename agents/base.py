@@ -86,6 +86,9 @@ class DeviceRun:
     thermal_before: Thermal | None = None
     thermal_after: Thermal | None = None
     runner: str = ""
+    #: where a runner reports only a summary (onnxruntime_perf_test prints percentiles, not
+    #: samples): "min", "max", "mean", "p50", "p90", "p99", ... in milliseconds
+    latency_summary_ms: dict[str, float] = field(default_factory=dict)
     #: the raw per-op trace (Chrome trace events) for reports and traces
     trace_events: list[dict[str, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -158,8 +158,9 @@ class PerfTestRunner:
         summary = perf_test.parse_output(self._perf_test(job_dir, request, argv(request.runs)))
         if summary.session_creation_ms is None or summary.average_ms is None:
             raise DeviceError(f"{self.conn.serial}: onnxruntime_perf_test printed no timings")
-        notes = [f"onnxruntime_perf_test latency {k}: {v:.4f} ms" for k, v in summary.latency_ms.items()]
-        notes.append("onnxruntime_perf_test prints percentiles, not per-run samples; samples_ms is empty")
+        notes = [
+            "onnxruntime_perf_test prints percentiles, not per-run samples: std, cv and samples are absent"
+        ]
         run = DeviceRun(
             load_ms=summary.session_creation_ms,
             first_inference_ms=summary.first_inference_ms
@@ -169,6 +170,7 @@ class PerfTestRunner:
             outputs={},
             peak_memory_bytes=summary.peak_working_set_bytes,
             runner=f"onnxruntime_perf_test ({self.binary})",
+            latency_summary_ms={**summary.latency_ms, "mean": summary.average_ms},
             notes=notes,
         )
         if request.profile_ops:

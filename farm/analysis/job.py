@@ -13,6 +13,7 @@ from farm.analysis.latency import latency_stats
 from farm.analysis.numeric import ReferenceCheck, Tolerance, compare_outputs
 from farm.compile.placement import CPU_PROVIDERS
 from farm.compile.report import CompiledArtifact
+from farm.errors import DeviceError
 from farm.targets import Target
 
 BYTES_PER_MB = 1024 * 1024
@@ -71,6 +72,28 @@ def _reference(check: ReferenceCheck) -> dict[str, Any]:
     }
 
 
+def latency_document(run: DeviceRun) -> dict[str, Any]:
+    """From the samples; or, where the runner gave only a summary, from that (no std, cv or samples)."""
+    if run.samples_ms:
+        stats = latency_stats(run.samples_ms)
+        return {
+            "p50": stats.p50,
+            "p90": stats.p90,
+            "p99": stats.p99,
+            "mean": stats.mean,
+            "min": stats.min,
+            "max": stats.max,
+            "std": stats.std,
+            "cv": stats.cv,
+            "samples": list(stats.samples),
+        }
+    summary = run.latency_summary_ms
+    if not {"p50", "p90", "p99"} <= set(summary):
+        raise DeviceError("the device reported neither latency samples nor percentiles")
+    keys = ("p50", "p90", "p99", "mean", "min", "max")
+    return {**{k: summary.get(k) for k in keys}, "std": None, "cv": None, "samples": []}
+
+
 def slim_trace(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     slim = []
     for event in events:
@@ -98,7 +121,6 @@ def job_document(
     tolerance: Tolerance,
 ) -> dict[str, Any]:
     """A complete job: `base` carries ids, device, model and timing of the job itself."""
-    stats = latency_stats(run.samples_ms)
     ops = op_table(run.ops)
     check = compare_outputs(reference, run.outputs, tolerance)
     document = dict(base)
@@ -106,19 +128,9 @@ def job_document(
         status="ok",
         error=None,
         runner=run.runner,
-        latency_ms={
-            "p50": stats.p50,
-            "p90": stats.p90,
-            "p99": stats.p99,
-            "mean": stats.mean,
-            "min": stats.min,
-            "max": stats.max,
-            "std": stats.std,
-            "cv": stats.cv,
-            "samples": list(stats.samples),
-        },
+        latency_ms=latency_document(run),
         load_ms=run.load_ms,
-        first_inference_ms=run.first_inference_ms,
+        first_inference_ms=_finite(run.first_inference_ms),
         peak_memory_mb=None if run.peak_memory_bytes is None else run.peak_memory_bytes / BYTES_PER_MB,
         compile=artifact.report.to_dict(),
         artifact_sha256=artifact.sha256,
