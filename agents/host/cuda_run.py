@@ -102,7 +102,7 @@ def _option_notes(session: Any, cuda: CudaOptions) -> list[str]:
     reported = session.get_provider_options().get(CUDA_PROVIDER, {})
     shown = ", ".join(f"{k}={reported[k]}" for k in REPORTED_OPTIONS if k in reported)
     tf32 = str(reported.get("use_tf32", "1" if cuda.use_tf32 else "0"))
-    notes = [f"cuda provider options: {shown}"]
+    notes = [f"cuda provider options: {shown or 'none reported by onnxruntime'}"]
     if tf32 == "1":
         notes.append(
             "precision: TF32 on (use_tf32=1): on Ampere and newer GPUs fp32 MatMul/Conv/Gemm round "
