@@ -29,6 +29,10 @@ def _job_labels(job: dict[str, Any]) -> tuple[str, str, str]:
     return (str(model.get("name", "")), str(job.get("device", "")), str(job.get("target", "")))
 
 
+def _times(jobs: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(j[key]) for j in jobs if isinstance(j.get(key), int | float)]
+
+
 def summary_registry(
     run_document: dict[str, Any], jobs: list[dict[str, Any]], now: float
 ) -> CollectorRegistry:
@@ -49,9 +53,13 @@ def summary_registry(
             "Unix time the last nightly run with every job ok ended.",
             registry=registry,
         ).set(now)
-    starts = [float(j["queued_at"]) for j in jobs if isinstance(j.get("queued_at"), int | float)]
-    duration = Gauge("farm_nightly_duration_seconds", "Wall time of the last nightly run.", registry=registry)
-    duration.set(now - min(starts) if starts else 0.0)
+    starts = _times(jobs, "queued_at")
+    ends = _times(jobs, "finished_at")
+    if starts and ends:
+        duration = Gauge(
+            "farm_nightly_duration_seconds", "Wall time of the last nightly run.", registry=registry
+        )
+        duration.set(max(ends) - min(starts))
     counts = Gauge(
         "farm_nightly_jobs", "Jobs of the last nightly run by outcome.", ["status"], registry=registry
     )
