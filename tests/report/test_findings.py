@@ -137,3 +137,18 @@ def test_ranking_puts_failures_first() -> None:
     assert findings[0].rule == "reference_failed"
     assert [f.weight for f in findings] == sorted((f.weight for f in findings), reverse=True)
     assert len(RULES) == len({r.__name__ for r in RULES})
+
+
+def test_a_noisy_regression_says_so_and_weighs_less() -> None:
+    now = run(job(p50=1.5, run_id="new", cv=0.5), run_id="new")
+    [noisy] = run_regression(compare(now, run(job(p50=1.0, run_id="old"), run_id="old")))
+    assert "both runs are noisy (cv 0.50, 0.01)" in noisy.text
+    [steady] = run_regression(
+        compare(run(job(p50=1.5, run_id="new"), run_id="new"), run(job(p50=1.0, run_id="old"), run_id="old"))
+    )
+    assert noisy.weight < steady.weight
+
+
+def test_latency_gap_leaves_the_second_run_to_run_regression() -> None:
+    now, before = run(job(p50=1.0, run_id="new"), run_id="new"), run(job(p50=3.0, run_id="old"), run_id="old")
+    assert latency_gap(compare(now, before)) == []

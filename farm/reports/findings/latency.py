@@ -12,8 +12,14 @@ REGRESSION_RATIO = 0.10
 
 
 def latency_gap(comparison: Comparison) -> list[Finding]:
-    """The slowest column against the fastest, at the warm median."""
-    p50 = {c.label: float(c.latency["p50"]) for c in comparison.ok_columns if c.latency.get("p50")}
+    """The slowest column of the run against its fastest, at the warm median (a second run's
+    columns are `run_regression`'s business)."""
+    run_id = str(comparison.run.get("run_id"))
+    p50 = {
+        c.label: float(c.latency["p50"])
+        for c in comparison.ok_columns
+        if c.latency.get("p50") and (comparison.against is None or c.run_id == run_id)
+    }
     if len(p50) < 2:
         return []
     fast = min(p50, key=lambda k: p50[k])
@@ -69,16 +75,29 @@ def run_regression(comparison: Comparison) -> list[Finding]:
         change = (a - b) / b
         if abs(change) >= REGRESSION_RATIO:
             word = "slower" if change > 0 else "faster"
+            cvs = [float(c.latency.get("cv") or 0.0) for c in (earlier, column)]
+            noisy = max(cvs) > UNSTABLE_CV
+            caveat = (
+                f"; both runs are noisy (cv {cvs[0]:.2f}, {cvs[1]:.2f}): rerun before trusting it"
+                if noisy
+                else ""
+            )
             findings.append(
                 Finding(
                     "run_regression",
-                    min(0.9, 0.3 + abs(change)),
+                    min(0.9, 0.3 + abs(change)) * (0.5 if noisy else 1.0),
                     (
                         f"{column.device} {column.target} is {pct(abs(change))} {word} in run {run_id} "
                         "than in "
-                        f"{column.run_id} at p50 ({a:.3f} ms vs {b:.3f} ms)"
+                        f"{column.run_id} at p50 ({a:.3f} ms vs {b:.3f} ms){caveat}"
                     ),
-                    {"device": column.device, "target": column.target, "p50_ms": [a, b], "change": change},
+                    {
+                        "device": column.device,
+                        "target": column.target,
+                        "p50_ms": [a, b],
+                        "change": change,
+                        "cv": cvs,
+                    },
                 )
             )
     return findings
