@@ -142,5 +142,9 @@ class DeviceAgent(ABC):
     def health(self, unit: DeviceUnit) -> Health:
         """Whether the unit is reachable, and its thermal state."""
 
+    def absences(self) -> list[str]:
+        """`<profile>: absent (<reason>)` for units this agent looked for and could not offer."""
+        return []
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Agents without any keep the default."""

@@ -11,6 +11,7 @@ import numpy as np
 from agents.base import DeviceRun, OpTiming, Thermal
 from farm.analysis.latency import latency_stats
 from farm.analysis.numeric import ReferenceCheck, Tolerance, compare_outputs
+from farm.analysis.transfers import transfer_report
 from farm.compile.placement import CPU_PROVIDERS
 from farm.compile.report import CompiledArtifact
 from farm.errors import DeviceError
@@ -70,6 +71,13 @@ def _reference(check: ReferenceCheck) -> dict[str, Any]:
         "tolerance": {"snr_db_min": check.tolerance.snr_db_min, "cosine_min": check.tolerance.cosine_min},
         "passed": check.passed,
     }
+
+
+def _transfers(run: DeviceRun, target: Target) -> dict[str, Any] | None:
+    """Copies between an accelerator and the CPU around each fallback (ORT's Memcpy nodes)."""
+    if target.runtime != "ort" or not target.is_accelerator or not run.ops:
+        return None
+    return transfer_report(run.ops, target.ort_providers()[0]).to_dict()
 
 
 def latency_document(run: DeviceRun) -> dict[str, Any]:
@@ -138,6 +146,7 @@ def job_document(
         placement=dict(Counter(op["provider"] for op in ops)),
         ops=ops,
         fallback_ops=fallback_table(ops, target),
+        transfers=_transfers(run, target),
         reference=_reference(check),
         thermal={"before": _thermal(run.thermal_before), "after": _thermal(run.thermal_after)},
         notes=list(artifact.report.notes) + list(run.notes),

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from farm.cli.context import CliState, handles_errors
 from farm.errors import FarmError, UsageError
 from farm.inputs import parse_shapes, resolve_shapes
+from farm.reports.terminal import stdout_console
 from farm.targets import parse_targets
 
 
@@ -69,7 +69,7 @@ def compile_command(
             json.dumps({"model": {"name": info.name, "sha256": info.sha256}, "targets": reports}) + "\n"
         )
         return
-    console = Console()
+    console = stdout_console()
     for entry in reports:
         if "error" in entry:
             console.print(f"[bold]{entry['target']}[/bold]: [red]{entry['error']}[/red]")

@@ -7,11 +7,12 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from farm.cli.context import CliState, handles_errors
 from farm.errors import FarmError
+from farm.reports.terminal import stdout_console
 
 
 def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -27,6 +28,7 @@ def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any
             agent = agent_class(platform)(settings)
             try:
                 found = agent.discover()
+                problems.extend(agent.absences())
             finally:
                 agent.close()
         except FarmError as exc:
@@ -72,7 +74,7 @@ def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
         }
         sys.stdout.write(json.dumps(document) + "\n")
         return
-    console = Console()
+    console = stdout_console()
     table = Table(title="Device profiles", title_justify="left")
     for column in ("profile", "platform", "SoC", "targets", "attached"):
         table.add_column(column)
@@ -90,7 +92,7 @@ def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
     for unit in unknown:
         console.print(
             f"[yellow]unit {unit['serial']} ({unit['platform']}) matches no profile[/yellow]: "
-            f"{unit['properties'].get('hint', 'write one in device_profiles/')}"
+            + escape(unit["properties"].get("hint", "write one in device_profiles/"))
         )
     for problem in problems:
-        console.print(f"[dim]{problem}[/dim]")
+        console.print(f"[dim]{escape(problem)}[/dim]")

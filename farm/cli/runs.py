@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from farm.cli.context import CliState, handles_errors
 from farm.errors import UsageError
+from farm.reports.terminal import stdout_console
 from farm.store import ResultsStore
 
 
@@ -69,7 +69,7 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
             r["status"],
             f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}",
         )
-    Console().print(table)
+    stdout_console().print(table)
 
 
 @click.command()

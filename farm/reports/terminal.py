@@ -131,9 +131,11 @@ def render_run(document: dict[str, Any]) -> Group:
 PIPED_WIDTH = 170
 
 
+def stdout_console() -> Console:
+    """Rich on stdout: the terminal's width, or a wide page when piped."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+
+
 def print_run(document: dict[str, Any], console: Console | None = None) -> None:
-    if console is None:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=PIPED_WIDTH)
-    console.print(render_run(document))
+    (console or stdout_console()).print(render_run(document))
