@@ -171,6 +171,8 @@ class Comparison:
     run: dict[str, Any]
     against: dict[str, Any] | None
     columns: list[Column]
+    #: precision -> output -> SNR (dB) the host predicts for that precision alone (see prediction.py)
+    predicted_snr_db: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def ok_columns(self) -> list[Column]:

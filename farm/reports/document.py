@@ -35,6 +35,7 @@ class Report:
             "model": self.comparison.model,
             "findings": [f.to_dict() for f in self.findings],
             "columns": [_column_dict(c) for c in self.columns],
+            "predicted_snr_db": self.comparison.predicted_snr_db,
             "fusion_differences": [
                 {"op_type": t, "fired": f, "not_fired": n} for t, f, n in fusion_differences(self.columns)
             ],
@@ -150,10 +151,21 @@ def _preflight(model: Path, alignment: Alignment, columns: list[Column]) -> list
 
 
 def build_report(
-    run: dict[str, Any], against: dict[str, Any] | None = None, *, model_path: Path | None = None
+    run: dict[str, Any],
+    against: dict[str, Any] | None = None,
+    *,
+    model_path: Path | None = None,
+    predict_precision: bool = True,
 ) -> Report:
+    """`predict_precision`: run the host fp16 prediction (a few seconds) where a job computes in fp16."""
     comparison = compare(run, against)
     model = locate_model(run, model_path)
+    if model is not None and predict_precision:
+        from farm.reports.prediction import PREDICTABLE, predicted_snr_db
+
+        wanted = {c.precision for c in comparison.ok_columns if c.precision in PREDICTABLE}
+        for precision in sorted(p for p in wanted if p is not None):
+            comparison.predicted_snr_db[precision] = predicted_snr_db(model, run, precision)
     nodes: list[SourceNode] = source_nodes(model) if model is not None else []
     alignment = align(nodes, comparison.columns) if nodes else None
     preflight = _preflight(model, alignment, comparison.columns) if model and alignment else []

@@ -51,7 +51,7 @@ def render_report(report: Report) -> str:
         ("latency", "Latency distribution", sections.latency(report.columns)),
         ("placement", "Where the time goes", sections.placement(report)),
         ("compile", "Compile: op types before -> after", sections.compile(report.columns)),
-        ("numerics", "Numerics per output", sections.numerics(report.columns)),
+        ("numerics", "Numerics per output", sections.numerics(report)),
         ("alignment", "Op-level alignment", sections.alignment(report)),
         ("preflight", "Pre-flight prediction vs the device", sections.preflight(report)),
     ]

@@ -323,7 +323,22 @@ def placement(report: Report) -> str:
     return "".join(parts)
 
 
-def numerics(columns: list[Column]) -> str:
+def _predictions(predicted: dict[str, dict[str, float]]) -> str:
+    lines = [
+        f"host {e(precision)} prediction for {e(name)}: {snr:.1f} dB"
+        for precision, outputs in sorted(predicted.items())
+        for name, snr in sorted(outputs.items())
+    ]
+    if not lines:
+        return ""
+    return (
+        f'<p class="muted">{"; ".join(lines)} (predicted on the host by the farm\'s MIL executor from the '
+        "fp32 reference inputs; not measured on a device).</p>"
+    )
+
+
+def numerics(report: Report) -> str:
+    columns = report.columns
     ok = [c for c in columns if c.ok and c.outputs()]
     outputs = sorted({name for c in ok for name in c.outputs()})
     if not outputs:
@@ -367,7 +382,7 @@ def numerics(columns: list[Column]) -> str:
             '<p class="muted">Top-1/top-5 agreement needs the top-k indices in the job document; '
             "these jobs did not record them.</p>"
         )
-    return plot + table + note
+    return plot + table + _predictions(report.comparison.predicted_snr_db) + note
 
 
 def alignment(report: Report) -> str:

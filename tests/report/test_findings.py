@@ -152,3 +152,16 @@ def test_a_noisy_regression_says_so_and_weighs_less() -> None:
 def test_latency_gap_leaves_the_second_run_to_run_regression() -> None:
     now, before = run(job(p50=1.0, run_id="new"), run_id="new"), run(job(p50=3.0, run_id="old"), run_id="old")
     assert latency_gap(compare(now, before)) == []
+
+
+def test_reduced_precision_against_the_host_prediction() -> None:
+    fp32 = job("host", "ort/cpu", snr_db=120.0)
+    explained = compare(run(fp32, job("iphone", "coreml/ane", precision="fp16", snr_db=56.0)))
+    explained.predicted_snr_db = {"fp16": {"logits": 58.4}}
+    [ok] = reduced_precision(explained)
+    assert "the host fp16 prediction gives 58.4 dB, so fp16 rounding explains the difference" in ok.text
+    worse = compare(run(fp32, job("iphone", "coreml/ane", precision="fp16", snr_db=35.0)))
+    worse.predicted_snr_db = {"fp16": {"logits": 58.4}}
+    [bad] = reduced_precision(worse)
+    assert "23.4 dB below the host fp16 prediction (58.4 dB)" in bad.text and bad.weight > ok.weight
+    assert bad.evidence["predicted_snr_db"] == 58.4

@@ -8,6 +8,8 @@ from farm.reports.findings.base import Finding
 #: what rounding alone allows: fp16 keeps 11 significant bits (about 66 dB for one rounding);
 #: accumulated error in a deep graph brings that down, so below this floor something else is wrong
 PRECISION_SNR_FLOOR_DB = {"fp16": 30.0, "int8": 15.0}
+#: a device SNR this close to the host prediction for its precision is "explained by precision"
+PREDICTION_MATCH_DB = 6.0
 
 
 def _worst_snr(column: Column) -> tuple[str, float] | None:
@@ -43,33 +45,54 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
     return findings
 
 
+def _precision_text(
+    column_label: str,
+    precision: str,
+    output: str,
+    snr: float,
+    versus: str,
+    floor: float,
+    predicted: float | None,
+) -> tuple[str, float]:
+    head = f"{column_label} computes in {precision}: SNR {snr:.1f} dB on {output}{versus}"
+    if predicted is not None:
+        gap = predicted - snr
+        if abs(gap) <= PREDICTION_MATCH_DB:
+            return (
+                f"{head}; the host {precision} prediction gives {predicted:.1f} dB, so {precision} "
+                "rounding explains the difference"
+            ), 0.35
+        if gap > 0:
+            return (
+                f"{head}, {gap:.1f} dB below the host {precision} prediction ({predicted:.1f} dB): more "
+                f"than {precision} rounding, look for a mis-lowered op or a lower-precision kernel"
+            ), 0.8
+        return (
+            f"{head}, {-gap:.1f} dB above the host {precision} prediction ({predicted:.1f} dB): the device "
+            "keeps more precision than the prediction assumes"
+        ), 0.3
+    if snr >= floor:
+        return f"{head}, within what {precision} rounding explains (>= {floor:.0f} dB)", 0.35
+    return (
+        f"{head}, below what {precision} rounding explains (>= {floor:.0f} dB): look for a mis-lowered op"
+    ), 0.8
+
+
 def reduced_precision(comparison: Comparison) -> list[Finding]:
-    """A column computing in fp16/int8 next to fp32 ones: its lower SNR is expected, up to a floor."""
+    """A column computing in fp16/int8 next to fp32 ones: its lower SNR against the host
+    prediction for that precision where there is one, else against a floor."""
     full = [c for c in comparison.ok_columns if c.precision == "fp32" and _worst_snr(c)]
     findings = []
     for column in comparison.ok_columns:
-        floor = PRECISION_SNR_FLOOR_DB.get(column.precision or "")
+        precision = column.precision or ""
+        floor = PRECISION_SNR_FLOOR_DB.get(precision)
         worst = _worst_snr(column)
         if floor is None or worst is None:
             continue
         best_full = max((_worst_snr(c) or ("", 0.0) for c in full), key=lambda x: x[1], default=None)
         versus = f" vs {best_full[1]:.1f} dB on fp32 targets" if best_full else ""
-        if worst[1] >= floor:
-            text = (
-                f"{column.label} computes in {column.precision}: SNR {worst[1]:.1f} dB on "
-                f"{worst[0]}{versus}, "
-                f"within what {column.precision} rounding explains (>= {floor:.0f} dB)"
-            )
-            weight = 0.35
-        else:
-            text = (
-                f"{column.label} computes in {column.precision} but its SNR ({worst[1]:.1f} dB on "
-                f"{worst[0]}) is "
-                f"below what {column.precision} rounding explains (>= {floor:.0f} dB): look for a "
-                "mis-lowered "
-                "op"
-            )
-            weight = 0.8
+        predicted = comparison.predicted_snr_db.get(precision, {}).get(worst[0])
+        text, weight = _precision_text(column.label, precision, worst[0], worst[1], versus, floor, predicted)
         findings.append(
             Finding(
                 "reduced_precision",
@@ -77,10 +100,11 @@ def reduced_precision(comparison: Comparison) -> list[Finding]:
                 text,
                 {
                     "column": column.label,
-                    "precision": column.precision,
+                    "precision": precision,
                     "snr_db": worst[1],
                     "floor_db": floor,
                     "fp32_snr_db": best_full[1] if best_full else None,
+                    "predicted_snr_db": predicted,
                 },
             )
         )

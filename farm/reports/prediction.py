@@ -1,0 +1,54 @@
+"""What reduced precision alone would do to the outputs, predicted on the host.
+
+For a run with an fp16 job, the farm's CoreML lowering runs the model as an fp16 ML Program in
+its host MIL executor (`farm.compile.coreml.drift.predict_drift`) on the run's seeded inputs; the
+SNR of those outputs against the fp32 host reference is what fp16 rounding explains. A device SNR
+close to it means precision is the whole story; far below it, something else is wrong. Without
+coremltools (or the lowering) there is no prediction and the report says only what it measured."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: precisions the host can predict
+PREDICTABLE = ("fp16",)
+
+
+def _shapes(run: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    return {
+        str(i["name"]): tuple(int(d) for d in i["shape"])
+        for i in (run.get("model") or {}).get("inputs") or []
+        if i.get("shape")
+    }
+
+
+def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> dict[str, float]:
+    """Output name -> SNR (dB) of the host `precision` prediction against the fp32 reference;
+    empty where it cannot be predicted here."""
+    if precision not in PREDICTABLE:
+        return {}
+    try:
+        import onnx
+
+        from farm.analysis.numeric import diff_output
+        from farm.compile.coreml.drift import predict_drift
+        from farm.inputs import resolve_shapes, seeded_inputs
+        from farm.model import inspect_model
+        from farm.reference import reference_outputs
+    except ImportError:
+        return {}
+    try:
+        info = inspect_model(model_path)
+        shapes = resolve_shapes(info, _shapes(run))
+        seed = int((run.get("settings") or {}).get("seed") or 0)
+        inputs = seeded_inputs(info, shapes, seed, onnx.load(str(model_path), load_external_data=False))
+        with tempfile.TemporaryDirectory(prefix="farm-prediction-") as cache:
+            reference = reference_outputs(model_path, "prediction", inputs, Path(cache))
+        predicted = predict_drift(model_path, inputs, precision, input_shapes=shapes)
+    except Exception:  # a model the host executor cannot run: no prediction, not a failed report
+        return {}
+    return {
+        name: diff_output(reference[name], predicted[name]).snr_db for name in reference if name in predicted
+    }
