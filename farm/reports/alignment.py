@@ -20,6 +20,34 @@ from typing import Any
 from farm.reports.compare import Column, backend_name
 
 NAME_BOUNDARIES = frozenset("._:/-")
+#: ops that are kernels of their own: a vanished one is missing from the profile, not fused into
+#: its producer (activations, adds and casts are what runtimes fold into the op before them)
+KERNEL_OPS = frozenset(
+    {
+        "conv",
+        "convtranspose",
+        "gemm",
+        "matmul",
+        "linear",
+        "lstm",
+        "gru",
+        "rnn",
+        "attention",
+        "multiheadattention",
+        "maxpool",
+        "averagepool",
+        "globalaveragepool",
+        "globalmaxpool",
+        "resize",
+        "softmax",
+        "layernormalization",
+        "einsum",
+        "gather",
+        "concat",
+        "reshape",
+        "transpose",
+    }
+)
 #: kernels of compiled partitions are named `<Provider>ExecutionProvider_<NAME>_<hash>_<n>_<n>`
 PARTITION_MARKERS = ("ExecutionProvider_",)
 
@@ -86,6 +114,11 @@ class Alignment:
         }
 
 
+def op_key(op_type: str) -> str:
+    """`ios17.conv`, `Conv` -> `conv`: Core ML's MIL op types next to ONNX's."""
+    return op_type.rsplit(".", 1)[-1].lower()
+
+
 def _prefix_match(kernel: str, keys: dict[str, str]) -> str | None:
     """The source node whose name or output tensor is the longest name-prefix of `kernel`."""
     best: tuple[int, str] | None = None
@@ -150,7 +183,7 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
         cells[anchor] = cell
         # walk back along the fused chain to the node of the kernel's own op type
         current = anchor
-        while graph.nodes[current].op_type != cell.op_type:
+        while op_key(graph.nodes[current].op_type) != op_key(cell.op_type):
             producer = graph.sole_producer(current)
             if producer is None or producer in cells:
                 break
@@ -165,10 +198,13 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
         for node, placed in node_placement.items():
             if placed == backend and node in graph.nodes and node not in cells:
                 cells[node] = Cell(str(name), "partition", backend, total, "partition")
+    profiled = {name for name, cell in cells.items() if cell.certainty in ("exact", "fused")}
     for name in sorted(graph.nodes, key=lambda n: graph.order[n]):
         if name in cells:
             continue
-        guess = next((p for p in graph.producers(name) if p in cells), None) if column.ops else None
+        guess = None
+        if column.ops and op_key(graph.nodes[name].op_type) not in KERNEL_OPS:
+            guess = next((p for p in graph.producers(name) if p in profiled), None)
         if guess is not None:
             source = cells[guess]
             cells[name] = Cell(source.kernel, source.op_type, source.backend, source.mean_us, "uncertain")

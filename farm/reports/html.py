@@ -76,7 +76,16 @@ def render_report(report: Report) -> str:
 
 
 def render_html(
-    run_document: dict[str, Any], against: dict[str, Any] | None = None, model_path: Path | None = None
+    run_document: dict[str, Any],
+    against: dict[str, Any] | None = None,
+    model_path: Path | None = None,
+    *,
+    predict_precision: bool = True,
 ) -> str:
-    """The HTML report of a stored run (`farm.cli.runs.load_run`), optionally against a second run."""
-    return render_report(build_report(run_document, against, model_path=model_path))
+    """The HTML report of a stored run (`farm.cli.runs.load_run`), optionally against a second run.
+
+    `predict_precision=False` skips the host fp16 prediction (seconds per report; a server may
+    prefer to render without it)."""
+    return render_report(
+        build_report(run_document, against, model_path=model_path, predict_precision=predict_precision)
+    )

@@ -73,3 +73,40 @@ def test_trace_validation_names_what_is_missing() -> None:
         "event 3: negative dur",
     ]
     assert validate_trace([]) == ["not an object with a traceEvents array"]
+
+
+def test_alignment_reads_core_ml_op_names(tmp_path: Path) -> None:
+    """The farm's CoreML lowering names MIL values after the ONNX tensors they compute (a conv with
+    its BatchNormalization folded in is `BatchNormalization_2_out_cast_fp16`); which device ran
+    each op is made up here: this checks the name mapping only."""
+    from farm.reports.alignment import align, source_nodes
+    from farm.reports.compare import compare
+    from tests.report.conftest import TINYNET
+    from tests.report.crafted import job, run
+
+    mil = job(
+        "iphone",
+        "coreml/ane",
+        precision="fp16",
+        ops=[
+            ("image_to_fp16", "ios17.cast", "CPU", 5.0),
+            ("BatchNormalization_2_out_cast_fp16", "ios17.conv", "ANE", 40.0),
+            ("Clip_3_out_cast_fp16", "ios17.relu6", "ANE", 4.0),
+        ],
+    )
+    [column] = compare(run(mil)).columns
+    rows = {
+        tuple(r.sources[i].name for i in range(len(r.sources))): r.cells.get(column.label)
+        for r in align(source_nodes(TINYNET), [column]).rows
+    }
+    conv = rows[("Conv_1", "BatchNormalization_2")]
+    assert conv is not None and (conv.kernel, conv.backend, conv.certainty) == (
+        "BatchNormalization_2_out_cast_fp16",
+        "ANE",
+        "exact",
+    )
+    clip = rows[("Clip_3",)]
+    assert clip is not None and clip.op_type == "ios17.relu6" and clip.certainty == "exact"
+    # a Conv with no kernel of its own in a partial profile is missing, not folded into a ReLU
+    missing = rows[("Conv_4",)]
+    assert missing is not None and missing.certainty == "absent"
