@@ -49,6 +49,7 @@ class Report:
                     "unexpected": p.unexpected,
                     "avoided": p.avoided,
                     "reasons": p.reasons,
+                    "conditions": p.conditions,
                 }
                 for p in self.preflight
             ],
@@ -145,6 +146,7 @@ def _preflight(model: Path, alignment: Alignment, columns: list[Column]) -> list
                 [u.node for u in prediction.unsupported],
                 _observed_cpu_nodes(alignment, column),
                 {u.node: u.reason for u in prediction.unsupported},
+                {node: note for node, _, note in prediction.conditional},
             )
         )
     return checks

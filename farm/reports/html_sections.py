@@ -94,7 +94,7 @@ def side_by_side(columns: list[Column]) -> str:
                     per(lambda c: f"{_num(c.latency.get('min'))} / {_num(c.latency.get('max'))}"),
                 ),
                 ("cv", per(lambda c: _num(c.latency.get("cv")))),
-                ("samples", per(lambda c: str(len(c.samples_ms)))),
+                ("samples", per(lambda c: str(len(c.samples_ms)) if c.samples_ms else "-")),
             ],
         )
     )
@@ -156,7 +156,7 @@ def side_by_side(columns: list[Column]) -> str:
         )
     )
     head = "<th>metric</th>" + "".join(
-        f'<th class="num">{e(c.label)}<br><span class="tag">{e(c.job.get("runner") or c.status)}</span></th>'
+        f'<th class="num">{e(c.label)}<br><span class="tag">{e(c.job.get("runner") or "")}</span></th>'
         for c in columns
     )
     body = ""
@@ -424,7 +424,7 @@ def preflight(report: Report) -> str:
             str(len(p.predicted)),
             str(len(p.observed)),
             e(", ".join(p.confirmed) or "-"),
-            e(", ".join(p.unexpected) or "-"),
+            e(", ".join(p.describe_unexpected()) or "-"),
             e(", ".join(p.avoided) or "-"),
         ]
         for p in report.preflight

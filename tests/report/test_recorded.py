@@ -30,6 +30,7 @@ def test_nnapi_placement_recording_shows_the_fallback_and_the_missed_prediction(
     # NNAPI documents 2D Resize as supported: the device refused it ("Input [] has no shape")
     [check] = report["preflight"]
     assert check["predicted"] == [] and check["unexpected"] == ["/Resize"]
+    assert check["conditions"]["/Resize"] == "2D only"
     rules = [f["rule"] for f in report["findings"]]
     assert rules == ["cpu_fallbacks", "preflight_mismatch"]
     assert "1 op falls back to CPU on galaxy-s23-ultra ort/nnapi (/Resize)" in report["findings"][0]["text"]

@@ -16,6 +16,13 @@ class PreflightCheck:
     predicted: list[str]
     observed: list[str]
     reasons: dict[str, str] = field(default_factory=dict)
+    #: node -> the documented condition under which the provider takes it (pre-flight cannot check it)
+    conditions: dict[str, str] = field(default_factory=dict)
+
+    def describe_unexpected(self) -> list[str]:
+        return [
+            f"{n} (documented: {self.conditions[n]})" if n in self.conditions else n for n in self.unexpected
+        ]
 
     @property
     def confirmed(self) -> list[str]:
@@ -36,7 +43,7 @@ def preflight_mismatch(checks: list[PreflightCheck]) -> list[Finding]:
     findings = []
     for check in checks:
         if check.unexpected:
-            names = ", ".join(check.unexpected[:5])
+            names = ", ".join(check.describe_unexpected()[:5])
             findings.append(
                 Finding(
                     "preflight_mismatch",
