@@ -57,7 +57,7 @@ def report(
     with ResultsStore(path) as store:
         run = load_run(store, run_id)
         against = load_run(store, against_id) if against_id else None
-    built = build_report(run, against, model_path=model_path)
+    built = build_report(run, against, model_path=model_path, artifacts_root=state.home.artifacts)
     if html_path is not None:
         from farm.reports.html import render_report
 

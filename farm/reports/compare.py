@@ -193,12 +193,18 @@ def compare(run: dict[str, Any], against: dict[str, Any] | None = None) -> Compa
     return Comparison(run, against, columns_of(run, tag_a) + columns_of(against, tag_b))
 
 
+#: op types a compiler adds that move or re-lay data rather than fuse computation
+NOT_FUSIONS = frozenset(
+    {"ReorderInput", "ReorderOutput", "MemcpyToHost", "MemcpyFromHost", "Transpose", "Cast", "cast"}
+)
+
+
 def fusion_sets(column: Column) -> dict[str, int]:
     """Op types that compilation created (fused kernels): op type -> count after."""
     return {
         str(f["op_type"]): int(f["after"])
         for f in column.compile.get("fusions") or []
-        if int(f.get("before", 0)) == 0 and int(f.get("after", 0)) > 0
+        if int(f.get("before", 0)) == 0 and int(f.get("after", 0)) > 0 and f["op_type"] not in NOT_FUSIONS
     }
 
 

@@ -102,19 +102,25 @@ def _column_dict(column: Column) -> dict[str, Any]:
     }
 
 
-def locate_model(run: dict[str, Any], model_path: Path | None = None) -> Path | None:
-    """The source model of a run: the path given, else the one the run recorded if it is still
-    there with the same content (the alignment needs the source graph)."""
+def locate_model(
+    run: dict[str, Any], model_path: Path | None = None, artifacts_root: Path | None = None
+) -> Path | None:
+    """The source model of a run: the path given, else the one the run recorded if it still holds
+    the same content, else a copy under its sha256 in the artifact store (the alignment needs the
+    source graph)."""
     from farm.artifacts import sha256_file
 
-    candidates = [model_path] if model_path else []
-    recorded = (run.get("model") or {}).get("path")
-    if recorded:
-        candidates.append(Path(recorded))
-    expected = (run.get("model") or {}).get("sha256")
-    for path in candidates:
-        if path is not None and path.is_file() and (model_path == path or sha256_file(path) == expected):
-            return path
+    if model_path is not None and model_path.is_file():
+        return model_path
+    model = run.get("model") or {}
+    expected = str(model.get("sha256") or "")
+    recorded = model.get("path")
+    if recorded and expected and Path(recorded).is_file() and sha256_file(Path(recorded)) == expected:
+        return Path(recorded)
+    if artifacts_root is not None and expected:
+        stored = sorted((artifacts_root / expected[:2] / expected).glob("*.onnx"))
+        if stored:
+            return stored[0]
     return None
 
 
@@ -157,11 +163,12 @@ def build_report(
     against: dict[str, Any] | None = None,
     *,
     model_path: Path | None = None,
+    artifacts_root: Path | None = None,
     predict_precision: bool = True,
 ) -> Report:
     """`predict_precision`: run the host fp16 prediction (a few seconds) where a job computes in fp16."""
     comparison = compare(run, against)
-    model = locate_model(run, model_path)
+    model = locate_model(run, model_path, artifacts_root)
     if model is not None and predict_precision:
         from farm.reports.prediction import PREDICTABLE, predicted_snr_db
 

@@ -50,3 +50,15 @@ def test_kernels_that_match_no_source_node_are_listed(tmp_path: Path) -> None:
     alignment = align(nodes, [column])
     assert [k["name"] for k in alignment.untraced[column.label]] == ["MemcpyToHost"]
     assert [r.cells[column.label].certainty for r in alignment.rows] == ["exact", "exact"]
+
+
+def test_the_source_model_is_found_by_its_hash_in_the_artifact_store(tmp_path: Path) -> None:
+    from farm.artifacts import ArtifactStore
+    from farm.reports.document import locate_model
+
+    model = conv_resize_model(tmp_path / "m.onnx")
+    sha, stored = ArtifactStore(tmp_path / "artifacts").put(model, "model.onnx")
+    moved = {"model": {"name": "m", "sha256": sha, "path": str(tmp_path / "gone.onnx")}}
+    assert locate_model(moved) is None
+    assert locate_model(moved, artifacts_root=tmp_path / "artifacts") == stored
+    assert locate_model({"model": {"sha256": sha, "path": str(model)}}) == model
