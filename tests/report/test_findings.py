@@ -165,3 +165,8 @@ def test_reduced_precision_against_the_host_prediction() -> None:
     [bad] = reduced_precision(worse)
     assert "23.4 dB below the host fp16 prediction (58.4 dB)" in bad.text and bad.weight > ok.weight
     assert bad.evidence["predicted_snr_db"] == 58.4
+
+
+def test_layout_ops_are_not_fusions() -> None:
+    reorder = compare(run(job("a", "ort/cpu", fusions={"ReorderOutput": 1}), job("b", "ort/nnapi")))
+    assert fusion_only_on(reorder) == []

@@ -1,0 +1,55 @@
+"""The HTML and JSON views of crafted runs: every section renders whatever the jobs hold."""
+
+from __future__ import annotations
+
+import json
+
+from farm.reports.document import build_report
+from farm.reports.html import render_html
+from farm.reports.trace import trace_document, validate_trace
+from tests.report.crafted import job, run
+
+NNAPI, CPU = "NnapiExecutionProvider", "CPUExecutionProvider"
+OPS = [
+    ("Conv_1", "Conv", NNAPI, 400.0),
+    ("MemcpyToHost", "MemcpyToHost", CPU, 50.0),
+    ("Resize_40", "Resize", CPU, 300.0),
+    ("MemcpyFromHost", "MemcpyFromHost", CPU, 50.0),
+]
+FAILED = {
+    "job_id": "f",
+    "run_id": "run-a",
+    "device": "pixel8",
+    "target": "ort/qnn",
+    "status": "failed",
+    "error": "device <lost>",
+    "error_type": "DeviceLostError",
+}
+
+
+def test_mixed_run_renders_every_section() -> None:
+    document = run(
+        job("pixel8", "ort/nnapi", ops=OPS, fallbacks=("Resize_40",)), job("host", "ort/cpu"), FAILED
+    )
+    html = render_html(document)
+    assert "failed: device &lt;lost&gt;" in html  # escaped, not markup
+    assert "Resize_40" in html and "0.100" in html  # the fallback row with its 0.1 ms of copies
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="plot"') == 3  # latency, op time, SNR
+    report = build_report(document).to_dict()
+    json.dumps(report)  # the JSON view holds only JSON types
+    assert [c["status"] for c in report["columns"]] == ["ok", "ok", "failed"]
+    assert report["findings"][0]["rule"] == "job_failed"
+    assert validate_trace(trace_document(document["jobs"])) == []
+
+
+def test_synthesised_trace_for_a_target_with_means_only() -> None:
+    coreml = job(
+        "iphone",
+        "coreml/ane",
+        ops=[("conv_0", "ios17.conv", "ANE", 80.0), ("cast", "ios17.cast", "CPU", 5.0)],
+    )
+    events = trace_document([coreml])["traceEvents"]
+    kernels = [e for e in events if e["ph"] == "X"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in kernels] == [("conv_0", 0.0, 80.0), ("cast", 80.0, 5.0)]
+    assert all(e["args"]["synthesised"] is True for e in kernels)
+    assert len({e["tid"] for e in kernels}) == 2  # a lane per backend
