@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from farm.errors import ModelError
-from farm.preflight.support import OpSupport, support_for
+from farm.preflight.support import COREML_LOWERING_SOURCE, OpSupport, support_for
 from farm.targets import Target
 
 
@@ -110,6 +110,19 @@ def _check(
     return unsupported, conditional
 
 
+def coreml_lowering_check(model_path: Path) -> list[Unsupported] | None:
+    """Every node the farm's CoreML lowering refuses, with its reason (attributes and shapes
+    included, not only the op type); None where that lowering is not installed here."""
+    try:
+        from farm.compile.coreml.convert import CoreMLOptions, list_unsupported, prepare_graph
+
+        _, graph = prepare_graph(model_path, None)
+        failures = list_unsupported(graph, CoreMLOptions())
+    except Exception:  # the lowering in progress or missing: the op-type table stands in
+        return None
+    return [Unsupported(f.node, f.op_type, f"the CoreML lowering refuses it: {f.reason}") for f in failures]
+
+
 def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Prediction]:
     """One prediction per target, in the order given."""
     source_nodes = _nodes(model_path)
@@ -144,6 +157,14 @@ def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Predict
             else:
                 notes.append("this host's ONNX Runtime could not load the model: checked on the source graph")
         unsupported, conditional = _check(nodes, support)
+        if target.runtime == "coreml" and support.source == COREML_LOWERING_SOURCE:
+            lowered = coreml_lowering_check(model_path)
+            if lowered is not None:
+                unsupported = lowered
+            notes.append(
+                "an op the lowering refuses stops the compile for this target; which ops run on the "
+                "ANE, GPU or CPU only the device tells (MLComputePlan)"
+            )
         predictions.append(
             Prediction(target.name, True, support.source, len(nodes), unsupported, conditional, notes)
         )

@@ -67,3 +67,27 @@ def test_farm_check_json(tmp_path: Path) -> None:
 def test_farm_check_rejects_an_unknown_target(tmp_path: Path) -> None:
     done = farm(tmp_path, "check", str(TINYNET), "--targets", "ort/tpu")
     assert done.returncode == 2 and "unknown target 'ort/tpu'" in done.stderr
+
+
+def test_an_op_nothing_takes_is_named_for_every_target(tmp_path: Path) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["y"], name="relu"),
+            helper.make_node("NonZero", ["y"], ["z"], name="nz"),
+        ],
+        "nonzero",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("z", TensorProto.INT64, [2, "n"])],
+    )
+    path = tmp_path / "nonzero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    for prediction in predict(path, ["ort/nnapi", "ort/xnnpack", "ort/qnn", "coreml/ane"]):
+        assert [(u.node, u.op_type) for u in prediction.unsupported][-1] == ("nz", "NonZero"), (
+            prediction.target
+        )
+    [coreml] = predict(path, ["coreml/ane"])
+    if coreml.source == COREML_LOWERING_SOURCE:  # the lowering itself was asked, with its reason
+        assert coreml.unsupported[0].reason == "the CoreML lowering refuses it: no lowering for this op type"
