@@ -142,7 +142,7 @@ def test_ranking_puts_failures_first() -> None:
 def test_a_noisy_regression_says_so_and_weighs_less() -> None:
     now = run(job(p50=1.5, run_id="new", cv=0.5), run_id="new")
     [noisy] = run_regression(compare(now, run(job(p50=1.0, run_id="old"), run_id="old")))
-    assert "both runs are noisy (cv 0.50, 0.01)" in noisy.text
+    assert "a run is noisy (cv 0.50 and 0.01)" in noisy.text
     [steady] = run_regression(
         compare(run(job(p50=1.5, run_id="new"), run_id="new"), run(job(p50=1.0, run_id="old"), run_id="old"))
     )

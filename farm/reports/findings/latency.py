@@ -77,8 +77,9 @@ def run_regression(comparison: Comparison) -> list[Finding]:
             word = "slower" if change > 0 else "faster"
             cvs = [float(c.latency.get("cv") or 0.0) for c in (earlier, column)]
             noisy = max(cvs) > UNSTABLE_CV
+            which = "both runs are" if min(cvs) > UNSTABLE_CV else "a run is"
             caveat = (
-                f"; both runs are noisy (cv {cvs[0]:.2f}, {cvs[1]:.2f}): rerun before trusting it"
+                f"; {which} noisy (cv {cvs[0]:.2f} and {cvs[1]:.2f}): rerun before trusting it"
                 if noisy
                 else ""
             )
