@@ -91,23 +91,25 @@ def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
     low, high = min(values, default=0.1), max(values, default=1.0)
     if high / low > LOG_SCALE_RATIO:
         # a cold start 20x the warm runs would squash every box into one pixel: use a log axis
-        lo_exp, hi_exp = math.floor(math.log10(low)), math.ceil(math.log10(high))
-        span = max(hi_exp - lo_exp, 1)
+        nice = [
+            m * 10.0**e
+            for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+            for m in (1, 2, 5)
+        ]
+        lo_log = math.log10(max(t for t in nice if t <= low))
+        hi_log = math.log10(min(t for t in nice if t >= high))
+        span = max(hi_log - lo_log, 1e-9)
 
         def x(value: float) -> float:
-            return LABEL_W + PLOT_W * (math.log10(max(value, 10.0**lo_exp)) - lo_exp) / span
+            return LABEL_W + PLOT_W * (math.log10(max(value, 10.0**lo_log)) - lo_log) / span
 
         body: list[str] = []
-        for exp in range(lo_exp, hi_exp + 1):
-            for mantissa in (1, 2, 5):
-                tick = mantissa * 10.0**exp
-                if tick > 10.0**hi_exp:
-                    break
-                body.append(
-                    f'<line class="grid" x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{top:.1f}" '
-                    f'y2="{top + ROW_H * len(rows):.1f}"/>'
-                )
-                body.append(_text(x(tick), top + ROW_H * len(rows) + 14, f"{tick:g}", "middle", "tick"))
+        for tick in (t for t in nice if lo_log - 1e-9 <= math.log10(t) <= hi_log + 1e-9):
+            body.append(
+                f'<line class="grid" x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{top:.1f}" '
+                f'y2="{top + ROW_H * len(rows):.1f}"/>'
+            )
+            body.append(_text(x(tick), top + ROW_H * len(rows) + 14, f"{tick:g}", "middle", "tick"))
         body.append(_text(LABEL_W + PLOT_W, top + ROW_H * len(rows) + 28, "ms (log scale)", "end", "tick"))
     else:
         scale_max = high * 1.05

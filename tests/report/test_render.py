@@ -53,3 +53,16 @@ def test_synthesised_trace_for_a_target_with_means_only() -> None:
     assert [(e["name"], e["ts"], e["dur"]) for e in kernels] == [("conv_0", 0.0, 80.0), ("cast", 80.0, 5.0)]
     assert all(e["args"]["synthesised"] is True for e in kernels)
     assert len({e["tid"] for e in kernels}) == 2  # a lane per backend
+
+
+def test_a_cold_start_far_above_the_warm_runs_gets_a_log_axis() -> None:
+    from farm.reports.svg import latency_plot
+
+    wide = latency_plot([("phone", [0.3, 0.4, 0.5], 15.0)])
+    assert (
+        "ms (log scale)" in wide
+        and ">0.2</text>" in wide
+        and ">20</text>" in wide
+        and ">50</text>" not in wide
+    )
+    assert "log scale" not in latency_plot([("phone", [0.3, 0.4, 0.5], 1.0)])
