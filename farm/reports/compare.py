@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.compile.placement import CPU_PROVIDERS, short_provider
+from farm.compile.placement import short_provider
 
 #: how people write the backends whose provider names ONNX Runtime spells in CamelCase
 BACKEND_NAMES = {"nnapi": "NNAPI", "xnnpack": "XNNPACK", "qnn": "QNN", "coreml": "CoreML", "cuda": "CUDA"}
@@ -221,7 +221,3 @@ def fusion_differences(columns: list[Column]) -> list[tuple[str, list[str], list
         for op_type, fired in sorted(by_type.items())
         if len(fired) < len(compiled)
     ]
-
-
-def is_cpu(provider: str) -> bool:
-    return provider in CPU_PROVIDERS or backend_name(provider) == "CPU"
