@@ -11,6 +11,7 @@ import numpy as np
 from agents.base import DeviceRun, OpTiming, Thermal
 from farm.analysis.latency import latency_stats
 from farm.analysis.numeric import ReferenceCheck, Tolerance, compare_outputs
+from farm.analysis.topk import topk_agreement
 from farm.analysis.transfers import transfer_report
 from farm.compile.placement import CPU_PROVIDERS
 from farm.compile.report import CompiledArtifact
@@ -131,6 +132,11 @@ def job_document(
     """A complete job: `base` carries ids, device, model and timing of the job itself."""
     ops = op_table(run.ops)
     check = compare_outputs(reference, run.outputs, tolerance)
+    reference_doc = _reference(check)
+    for name, entry in reference_doc["outputs"].items():
+        agreement = topk_agreement(reference[name], run.outputs[name])
+        if agreement is not None:
+            entry["topk"] = agreement
     document = dict(base)
     document.update(
         status="ok",
@@ -147,7 +153,7 @@ def job_document(
         ops=ops,
         fallback_ops=fallback_table(ops, target),
         transfers=_transfers(run, target),
-        reference=_reference(check),
+        reference=reference_doc,
         thermal={"before": _thermal(run.thermal_before), "after": _thermal(run.thermal_after)},
         notes=list(artifact.report.notes) + list(run.notes),
         trace_events=slim_trace(run.trace_events),
