@@ -49,6 +49,12 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_by_run ON jobs(run_id);
     CREATE INDEX jobs_by_series ON jobs(model_name, device, target, finished_at);
     """,
+    # Covering indexes for what the metrics exporter reads at every scrape: without them each
+    # scrape walks every row, whose pages hold the start of each (large) job document.
+    """
+    CREATE INDEX jobs_latest_ok ON jobs(status, model_name, device, target, finished_at, job_id);
+    CREATE INDEX jobs_by_device_status ON jobs(device, status, started_at, finished_at);
+    """,
 )
 
 
@@ -311,3 +317,8 @@ class ResultsStore:
                 (time.time(), run_id),
             )
         return cursor.rowcount > 0
+
+    def jobs_version(self) -> tuple[int, int]:
+        """Changes whenever a job is added or removed: (number of jobs, largest rowid)."""
+        row = self._db.execute("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM jobs").fetchone()
+        return (int(row[0]), int(row[1]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -60,14 +61,26 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "farm_running_jobs": ("Jobs running on a unit now.", ()),
 }  # fmt: skip
 FLEET_GAUGES = ("farm_device_up", "farm_device_busy", "farm_queue_jobs", "farm_running_jobs")
+#: one series per (model, device, target) each: the bulk of a scrape, cached by job id when served
+RESULT_GAUGES = tuple(name for name, (_, labels) in GAUGES.items() if labels[:3] == RESULT)
+LIVE_GAUGES = tuple(name for name in GAUGES if name not in RESULT_GAUGES)
 JOBS_HELP = "Jobs the farm has finished, by device and outcome (ok or failed)."
 DURATION_HELP = "Time a unit spent on a job, from its start on the unit to its result."
 
 DurationRow = tuple[str, str, int, int, float, list[int]]
 
 
-def _gauges() -> dict[str, GaugeMetricFamily]:
-    return {name: GaugeMetricFamily(name, doc, labels=list(labels)) for name, (doc, labels) in GAUGES.items()}
+@dataclass(frozen=True)
+class StoreState:
+    """What one scrape read from the store, at one instant."""
+
+    readable: bool
+    #: changes whenever a job is added or removed (None: unreadable)
+    version: tuple[int, int] | None = None
+    #: job id -> its result, in (model, device, target) order
+    latest: dict[str, LatestResult] = field(default_factory=dict)
+    durations: list[DurationRow] = field(default_factory=list)
+    nightlies: dict[str, float] = field(default_factory=dict)
 
 
 class FarmCollector(Collector):
@@ -82,8 +95,10 @@ class FarmCollector(Collector):
     ) -> None:
         self._store = ResultsStore(store_path)
         self._fleet = fleet
-        self._buckets = tuple(sorted(duration_buckets_s))
+        self.duration_buckets_s = tuple(sorted(duration_buckets_s))
         self._latest: dict[str, LatestResult] = {}
+        self._version: tuple[int, int] | None = None
+        self._durations: list[DurationRow] = []
         # Scrapes come on the HTTP server's threads; the store connection and cache are shared.
         self._lock = threading.Lock()
 
@@ -93,108 +108,130 @@ class FarmCollector(Collector):
 
     def describe(self) -> Iterable[Metric]:
         # Lets the registry check names without reading the store at registration.
-        families = _gauges()
-        if self._fleet is None:
-            for name in FLEET_GAUGES:
-                del families[name]
-        return [*families.values(), *self._job_families([])]
+        empty = StoreState(readable=True)
+        return [*result_families([]), *self.live_families(empty, FleetSnapshot() if self._fleet else None)]
 
     def collect(self) -> Iterable[Metric]:
+        state, fleet = self.read()
+        yield from result_families(state.latest.values())
+        yield from self.live_families(state, fleet)
+
+    def read(self) -> tuple[StoreState, FleetSnapshot | None]:
+        """The store (in one read transaction) and the fleet, as one scrape shows them."""
         fleet = self._fleet.snapshot() if self._fleet is not None else None
-        families = _gauges()
         with self._lock:
             try:
                 with self._store.read_snapshot():
-                    latest = self._latest_results()
-                    durations = self._store.job_duration_buckets(self._buckets)
+                    version = self._store.jobs_version()
+                    # Jobs are only ever added (or removed): same version, same answers.
+                    if version != self._version:
+                        self._version = None
+                        self._latest = self._latest_results()
+                        self._durations = self._store.job_duration_buckets(self.duration_buckets_s)
+                        self._version = version
                     nightlies = self._store.last_finished_runs(NIGHTLY_KIND)
             except StoreError:
-                families["farm_store_up"].add_metric([], 0.0)
-                latest, durations, nightlies = [], [], {}
-            else:
-                families["farm_store_up"].add_metric([], 1.0)
-        self._add_results(families, latest)
-        for suite, finished_at in sorted(nightlies.items()):
-            families["farm_last_nightly_timestamp_seconds"].add_metric([suite], finished_at)
-        if fleet is None:
-            for name in FLEET_GAUGES:
-                del families[name]
-        else:
-            self._add_fleet(families, fleet)
-        yield from families.values()
-        yield from self._job_families(durations)
+                return StoreState(readable=False), fleet
+            return StoreState(True, version, self._latest, self._durations, nightlies), fleet
 
-    def _latest_results(self) -> list[LatestResult]:
+    def _latest_results(self) -> dict[str, LatestResult]:
         ids = self._store.latest_job_ids()
         missing = [job_id for job_id in ids if job_id not in self._latest]
         fresh = self._store.job_fields(missing, JOB_PATHS) if missing else {}
-        cached = self._latest
-        self._latest = {}
+        latest = {}
         for job_id in ids:
-            result = cached.get(job_id)
+            result = self._latest.get(job_id)
             if result is None and job_id in fresh:
                 result = parse_latest(fresh[job_id])
             if result is not None:
-                self._latest[job_id] = result
-        return sorted(self._latest.values(), key=lambda r: r.labels)
+                latest[job_id] = result
+        return dict(sorted(latest.items(), key=lambda item: item[1].labels))
 
-    @staticmethod
-    def _add_results(families: dict[str, GaugeMetricFamily], latest: list[LatestResult]) -> None:
-        def add(name: str, result: LatestResult, value: float | None, *extra: str) -> None:
-            if value is not None:
-                families[name].add_metric([*result.labels, *extra], value)
-
-        newest_on_unit: dict[tuple[str, str], LatestResult] = {}
-        for result in latest:
-            for quantile, seconds in result.latency_s.items():
-                add("farm_inference_latency_seconds", result, seconds, quantile)
-            add("farm_first_inference_seconds", result, result.first_inference_s)
-            add("farm_session_load_seconds", result, result.session_load_s)
-            add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
-            for backend, count in sorted(result.ops_by_backend.items()):
-                add("farm_ops", result, float(count), backend)
-            add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops))
-            add("farm_partitions", result, None if result.partitions is None else float(result.partitions))
-            if result.reference is not None:
-                add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
-                add("farm_reference_snr_db", result, result.reference.snr_db)
-                add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
-            add("farm_result_timestamp_seconds", result, result.finished_at)
-            key = (result.device, result.unit)
-            seen = newest_on_unit.get(key)
-            if result.temperatures_c and (seen is None or seen.finished_at < result.finished_at):
-                newest_on_unit[key] = result
-        for (device, unit), result in sorted(newest_on_unit.items()):
-            for sensor, celsius in sorted(result.temperatures_c.items()):
-                families["farm_device_temperature_celsius"].add_metric([device, unit, sensor], celsius)
-
-    @staticmethod
-    def _add_fleet(families: dict[str, GaugeMetricFamily], fleet: FleetSnapshot) -> None:
-        for unit in sorted(fleet.devices, key=lambda u: (u.device, u.unit)):
-            labels = [unit.device, unit.unit]
-            families["farm_device_up"].add_metric(labels, 1.0 if unit.up else 0.0)
-            families["farm_device_busy"].add_metric(labels, 1.0 if unit.busy else 0.0)
-            if unit.temperature_c is not None:
-                families["farm_device_temperature_celsius"].add_metric(
-                    [*labels, "reported"], unit.temperature_c
-                )
-        families["farm_queue_jobs"].add_metric([], float(fleet.queue_jobs))
-        families["farm_running_jobs"].add_metric([], float(fleet.running_jobs))
+    def live_families(self, state: StoreState, fleet: FleetSnapshot | None) -> list[Metric]:
+        """Everything but the per-series results: small, and changing between any two scrapes."""
+        families = {
+            name: _gauge(name) for name in LIVE_GAUGES if fleet is not None or name not in FLEET_GAUGES
+        }
+        families["farm_store_up"].add_metric([], 1.0 if state.readable else 0.0)
+        for suite, finished_at in sorted(state.nightlies.items()):
+            families["farm_last_nightly_timestamp_seconds"].add_metric([suite], finished_at)
+        _add_temperatures(families["farm_device_temperature_celsius"], state.latest.values(), fleet)
+        if fleet is not None:
+            _add_fleet(families, fleet)
+        return [*families.values(), *self._job_families(state.durations)]
 
     def _job_families(self, rows: list[DurationRow]) -> list[Metric]:
         totals = CounterMetricFamily("farm_jobs", JOBS_HELP, labels=["device", "status"])
         histogram = HistogramMetricFamily("farm_job_duration_seconds", DURATION_HELP, labels=["device"])
+        bounds = self.duration_buckets_s
         per_device: dict[str, tuple[list[int], int, float]] = {}
         for device, status, count, started, seconds, cumulative in sorted(rows):
             totals.add_metric([device, status], float(count))
             # Failed jobs that never started on a unit have no duration: counted, not timed.
-            buckets, timed, total = per_device.get(device, ([0] * len(self._buckets), 0, 0.0))
+            buckets, timed, total = per_device.get(device, ([0] * len(bounds), 0, 0.0))
             buckets = [a + b for a, b in zip(buckets, cumulative, strict=True)]
             per_device[device] = (buckets, timed + started, total + seconds)
         for device, (buckets, timed, total) in per_device.items():
-            bounds = [(repr(bound), float(n)) for bound, n in zip(self._buckets, buckets, strict=True)]
-            histogram.add_metric([device], [*bounds, ("+Inf", float(timed))], total)
+            pairs = [(repr(bound), float(n)) for bound, n in zip(bounds, buckets, strict=True)]
+            histogram.add_metric([device], [*pairs, ("+Inf", float(timed))], total)
         return [totals, histogram]
+
+
+def _gauge(name: str) -> GaugeMetricFamily:
+    doc, labels = GAUGES[name]
+    return GaugeMetricFamily(name, doc, labels=list(labels))
+
+
+def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
+    """The per-series gauges (RESULT_GAUGES, in that order) of the given results."""
+    families = {name: _gauge(name) for name in RESULT_GAUGES}
+
+    def add(name: str, result: LatestResult, value: float | None, *extra: str) -> None:
+        if value is not None:
+            families[name].add_metric([*result.labels, *extra], value)
+
+    for result in latest:
+        for quantile, seconds in result.latency_s.items():
+            add("farm_inference_latency_seconds", result, seconds, quantile)
+        add("farm_first_inference_seconds", result, result.first_inference_s)
+        add("farm_session_load_seconds", result, result.session_load_s)
+        add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
+        for backend, count in sorted(result.ops_by_backend.items()):
+            add("farm_ops", result, float(count), backend)
+        add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops))
+        add("farm_partitions", result, None if result.partitions is None else float(result.partitions))
+        if result.reference is not None:
+            add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
+            add("farm_reference_snr_db", result, result.reference.snr_db)
+            add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
+        add("farm_result_timestamp_seconds", result, result.finished_at)
+    return list(families.values())
+
+
+def _add_temperatures(
+    family: GaugeMetricFamily, latest: Iterable[LatestResult], fleet: FleetSnapshot | None
+) -> None:
+    newest_on_unit: dict[tuple[str, str], LatestResult] = {}
+    for result in latest:
+        key = (result.device, result.unit)
+        seen = newest_on_unit.get(key)
+        if result.temperatures_c and (seen is None or seen.finished_at < result.finished_at):
+            newest_on_unit[key] = result
+    for (device, unit), result in sorted(newest_on_unit.items()):
+        for sensor, celsius in sorted(result.temperatures_c.items()):
+            family.add_metric([device, unit, sensor], celsius)
+    for state in sorted(fleet.devices if fleet else (), key=lambda u: (u.device, u.unit)):
+        if state.temperature_c is not None:
+            family.add_metric([state.device, state.unit, "reported"], state.temperature_c)
+
+
+def _add_fleet(families: dict[str, GaugeMetricFamily], fleet: FleetSnapshot) -> None:
+    for unit in sorted(fleet.devices, key=lambda u: (u.device, u.unit)):
+        labels = [unit.device, unit.unit]
+        families["farm_device_up"].add_metric(labels, 1.0 if unit.up else 0.0)
+        families["farm_device_busy"].add_metric(labels, 1.0 if unit.busy else 0.0)
+    families["farm_queue_jobs"].add_metric([], float(fleet.queue_jobs))
+    families["farm_running_jobs"].add_metric([], float(fleet.running_jobs))
 
 
 def farm_registry(collector: FarmCollector) -> CollectorRegistry:

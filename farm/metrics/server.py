@@ -1,7 +1,9 @@
 """`/metrics` over HTTP: what `farm serve` starts next to the controller.
 
-A WSGI server on a thread of its own, with a registry of its own; bound to loopback unless
-the operator says otherwise (the metrics name devices and models, which is lab business).
+prometheus_client's threading WSGI server on a thread of its own, answering with the farm's
+collector only (never the process-global registry; `farm.metrics.exposition` says how it stays
+fast); bound to loopback unless the operator says otherwise (the metrics name devices and
+models, which is lab business).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from farm.errors import UsageError
-from farm.metrics.collector import FarmCollector, farm_registry
+from farm.metrics.collector import FarmCollector
+from farm.metrics.exposition import CachedExposition
 from farm.metrics.fleet_state import FleetStateSource
 
 DEFAULT_METRICS_HOST = "127.0.0.1"
@@ -91,7 +93,7 @@ def start_metrics_server(
     Port 0 picks a free port; the returned server's `.port` says which.
     """
     collector = FarmCollector(store_path, fleet)
-    app = metrics_app(make_wsgi_app(farm_registry(collector)))
+    app = metrics_app(CachedExposition(collector))
 
     class Server(ThreadingWSGIServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+import shutil
 import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from farm.errors import UsageError
+from farm.metrics.collector import FarmCollector, farm_registry
 from farm.metrics.server import start_metrics_server
+from farm.store import ResultsStore
 
 from .conftest import HostFleet, RealRun, http_get
 
@@ -46,3 +52,52 @@ def test_as_a_context_manager(tmp_path: Path) -> None:
     with start_metrics_server(tmp_path / "empty.sqlite", port=0) as server:
         status, body = http_get(server.url)
     assert status == 200 and b"farm_store_up 1.0" in body
+
+
+def _samples(text: str) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
+    return {
+        (s.name, tuple(sorted(s.labels.items())), s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _get(url: str, gzipped: bool) -> str:
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzipped else {})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        body = response.read()
+        assert (response.headers.get("Content-Encoding") == "gzip") == gzipped
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    return (gzip.decompress(body) if gzipped else body).decode()
+
+
+def test_served_text_is_what_the_collector_collects_and_follows_new_jobs(
+    tmp_path: Path, real_run: RealRun
+) -> None:
+    """The server formats the bulk of a scrape itself and reuses it between scrapes; it must say
+    exactly what prometheus_client would, and change as soon as a job lands or the fleet moves."""
+    store_path = tmp_path / "results.sqlite"
+    shutil.copy(real_run.store_path, store_path)
+    fleet = HostFleet()
+    try:
+        with start_metrics_server(store_path, port=0, fleet=fleet) as server:
+            reference = farm_registry(FarmCollector(store_path, fleet))
+            for gzipped in (False, True, False):
+                assert _samples(_get(server.url, gzipped)) == _samples(generate_latest(reference).decode())
+            with ResultsStore(store_path) as store:
+                job = {
+                    **real_run.job,
+                    "job_id": "another-job",
+                    "model": {"name": "othernet", "sha256": "0" * 64},
+                }
+                store.add_job(real_run.document["run_id"], job)
+            fleet.queue_jobs = 3
+            served = _samples(_get(server.url, gzipped=True))
+            assert served == _samples(generate_latest(reference).decode())
+            assert ("farm_queue_jobs", (), 3.0) in served
+            assert any(
+                name == "farm_reference_passed" and ("model", "othernet") in labels
+                for name, labels, _ in served
+            )
+    finally:
+        fleet.close()
