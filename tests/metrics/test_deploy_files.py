@@ -1,0 +1,74 @@
+"""deploy/: the pieces agree with each other and with farm's defaults, and systemd accepts the units."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from farm.metrics.server import DEFAULT_METRICS_PORT
+
+from .conftest import DEPLOY
+
+UNITS = sorted((DEPLOY / "systemd").glob("farm-*.*"))
+
+
+def _env() -> dict[str, str]:
+    lines = (DEPLOY / "systemd" / "farm.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_ports_agree_across_the_kit() -> None:
+    env = _env()
+    prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in prometheus["scrape_configs"]}
+    assert targets["farm"] == [f"{env['FARM_METRICS_HOST']}:{env['FARM_METRICS_PORT']}"]
+    assert int(env["FARM_METRICS_PORT"]) == DEFAULT_METRICS_PORT
+    assert targets["pushgateway"] == [env["FARM_PUSHGATEWAY_URL"].removeprefix("http://")]
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]
+    assert "--web.listen-address=127.0.0.1:9091" in compose["pushgateway"]["command"]
+    listen = next(a for a in compose["prometheus"]["command"] if a.startswith("--web.listen-address="))
+    (datasource,) = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert datasource["url"] == "http://" + listen.split("=", 1)[1]
+    assert datasource["jsonData"]["timeInterval"] == prometheus["global"]["scrape_interval"]
+    assert "./prometheus:/etc/prometheus:ro" in compose["prometheus"]["volumes"]
+
+
+def test_every_unit_reads_the_env_file_and_the_timer_starts_the_nightly() -> None:
+    assert {u.name for u in UNITS} >= {
+        "farm-serve.service",
+        "farm-agent.service",
+        "farm-nightly.service",
+        "farm-nightly.timer",
+    }
+    for unit in UNITS:
+        if unit.suffix == ".service":
+            assert "EnvironmentFile=/etc/farm/farm.env" in unit.read_text(), unit.name
+    timer = (DEPLOY / "systemd" / "farm-nightly.timer").read_text()
+    assert "OnCalendar=" in timer and "Persistent=true" in timer
+
+
+def test_systemd_accepts_the_units(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (package systemd)")
+    for unit in UNITS:
+        # the units name the installed farm; any executable stands in for it here
+        text = (
+            unit.read_text()
+            .replace("/opt/farm/.venv/bin/farm", "/bin/true")
+            .replace("/opt/farm/.venv/bin/ray", "/bin/true")
+        )
+        (tmp_path / unit.name).write_text(text)
+    done = subprocess.run(
+        [analyze, "verify", *(str(tmp_path / u.name) for u in UNITS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
