@@ -12,7 +12,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,7 +137,7 @@ def wait_until_ready(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"{process.args[0]} exited with {process.returncode}")
+            raise AssertionError(f"{process.args!r} exited with {process.returncode}")
         try:
             if http_get(url, timeout_s=1.0)[0] == 200:
                 return
@@ -154,20 +153,3 @@ def binary(name: str, package: str) -> str:
     if path is None:
         pytest.skip(f"{name} is not installed: apt-get install {package} (scripts/test does)")
     return path
-
-
-@pytest.fixture
-def served_process() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test starts; terminated (then killed) however the test ends."""
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        yield started
-    finally:
-        for process in started:
-            process.terminate()
-        for process in started:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
