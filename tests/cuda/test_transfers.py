@@ -11,7 +11,7 @@ import pytest
 
 from agents.base import OpTiming
 from farm.analysis.ort_profile import op_timings
-from farm.analysis.transfers import ops_from_table, transfer_report
+from farm.analysis.transfers import transfer_report
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -40,28 +40,10 @@ def timing(name: str, op_type: str, provider: str, mean_us: float) -> OpTiming:
     return OpTiming(name=name, op_type=op_type, provider=provider, mean_us=mean_us)
 
 
-# The sequences below are constructed to pin the pairing rule; they are not recorded output.
-# Node and op names follow ORT's own (`Memcpy`, `Memcpy_token_N`, provider of copies = the GPU's).
-SPLIT = [
-    timing("mm1", "MatMul", CUDA, 10.0),
-    timing("Memcpy", "MemcpyToHost", CUDA, 5.0),
-    timing("celu", "Celu", CPU, 20.0),
-    timing("Memcpy_token_1", "MemcpyFromHost", CUDA, 5.0),
-    timing("mm2", "MatMul", CUDA, 10.0),
-]
-
-
-def test_a_cpu_node_between_gpu_nodes_is_charged_its_copies() -> None:
-    report = transfer_report(SPLIT, CUDA)
-    assert report.partitions == 3
-    assert report.copy_us == 10.0 and report.copy_share == pytest.approx(10.0 / 50.0)
-    [fallback] = report.fallbacks
-    assert [n.name for n in fallback.nodes] == ["celu"]
-    assert [c.op_type for c in fallback.copies_in] == ["MemcpyToHost"]
-    assert [c.op_type for c in fallback.copies_out] == ["MemcpyFromHost"]
-    assert fallback.node_us == 20.0 and fallback.copy_us == 10.0
-    assert report.to_dict()["fallback_nodes"] == 1
-    assert "2 copy node(s), 10.0 us = 20.0% of node time" in report.summary()
+# The recorded H200 profiles (test_h200_recordings.py) have one CPU stretch and no graph-input copy.
+# The two sequences below are constructed to pin the pairing rule where no recording reaches; they
+# are not recorded output. Names follow ORT's own (`Memcpy`, `Memcpy_token_N`; a copy's provider is
+# the GPU's), as the recordings show them.
 
 
 def test_copies_are_charged_to_the_nearest_cpu_stretch() -> None:
@@ -88,15 +70,3 @@ def test_an_input_copy_before_any_cpu_node_is_counted_but_charged_to_no_fallback
     ops = [timing("Memcpy", "MemcpyFromHost", CUDA, 4.0), timing("mm", "MatMul", CUDA, 6.0)]
     report = transfer_report(ops, CUDA)
     assert report.fallbacks == [] and report.copy_share == pytest.approx(0.4) and report.partitions == 1
-
-
-def test_a_cpu_target_has_no_fallbacks() -> None:
-    assert transfer_report(SPLIT, CPU).fallbacks == []
-
-
-def test_stored_job_ops_rows_give_the_same_report() -> None:
-    rows = [
-        {"name": o.name, "op_type": o.op_type, "provider": o.provider, "mean_us": o.mean_us, "share": 0.0}
-        for o in SPLIT
-    ]
-    assert transfer_report(ops_from_table(rows), CUDA).to_dict() == transfer_report(SPLIT, CUDA).to_dict()

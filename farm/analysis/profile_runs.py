@@ -1,0 +1,72 @@
+"""Split ONNX Runtime's profile into its runs, so the cold first run can be left out of per-op means.
+
+A profiled session times every `run()` from the first, and the first run of a fresh session pays
+one-off costs inside its kernels: on the CUDA provider cuDNN's exhaustive convolution algorithm
+search, kernel loading and arena growth. Recorded on an NVIDIA H200 (tests/cuda/fixtures), the
+first of ten runs of mobilenet_v2 spent 735 ms in its nodes and each later run about 1.7 ms, so a
+mean over all ten runs is the first run divided by ten. The per-op table is the warm runs.
+
+Each run is one `model_run` event (category `Session`); a node event belongs to the run whose
+interval holds its start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from farm.analysis.ort_profile import node_events
+
+RUN_EVENT = "model_run"
+#: runs left out of per-op means: the first, which warms the session up
+DEFAULT_COLD_RUNS = 1
+
+
+@dataclass(frozen=True)
+class ProfiledRun:
+    start_us: float
+    dur_us: float
+    #: the run's node (kernel) events, in the order the profile lists them
+    nodes: tuple[Mapping[str, Any], ...]
+
+    @property
+    def node_us(self) -> float:
+        return sum(float(e.get("dur", 0.0)) for e in self.nodes)
+
+    def holds(self, event: Mapping[str, Any]) -> bool:
+        ts = float(event.get("ts", -1.0))
+        return self.start_us <= ts <= self.start_us + self.dur_us
+
+
+def profiled_runs(events: Iterable[Mapping[str, Any]]) -> list[ProfiledRun]:
+    """The runs in time order, each with its node events (an empty list: no `model_run` events)."""
+    events = list(events)
+    windows = sorted(
+        (float(e.get("ts", 0.0)), float(e.get("dur", 0.0)))
+        for e in events
+        if e.get("cat") == "Session" and e.get("name") == RUN_EVENT
+    )
+    runs = [ProfiledRun(start, dur, ()) for start, dur in windows]
+    members: list[list[Mapping[str, Any]]] = [[] for _ in runs]
+    for event in node_events(events):
+        for k, run in enumerate(runs):
+            if run.holds(event):
+                members[k].append(event)
+                break
+    return [ProfiledRun(r.start_us, r.dur_us, tuple(m)) for r, m in zip(runs, members, strict=True)]
+
+
+def warm_events(
+    events: Sequence[Mapping[str, Any]], cold_runs: int = DEFAULT_COLD_RUNS
+) -> list[Mapping[str, Any]]:
+    """`events` without the node events of the first `cold_runs` runs.
+
+    Left as they are where that would leave no node event (a profile of one run, or one with no
+    `model_run` events): a cold figure is better than none.
+    """
+    runs = profiled_runs(events)
+    cold = {id(e) for run in runs[:cold_runs] for e in run.nodes}
+    if not cold or not any(run.nodes for run in runs[cold_runs:]):
+        return list(events)
+    return [e for e in events if id(e) not in cold]
