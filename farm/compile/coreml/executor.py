@@ -43,7 +43,12 @@ def run_program(program: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
             raise ExecutorError(f"no value fed for input {name!r}")
         env[id(var)] = np.asarray(feeds[name]).astype(types.nptype_from_builtin(var.dtype))
     for op in function.operations:
-        results = _run_op(op, env)
+        try:
+            results = _run_op(op, env)
+        except ExecutorError:
+            raise
+        except Exception as exc:  # numpy and value_inference raise anything on inputs they cannot take
+            raise ExecutorError(f"{op.op_type} ({op.name}): {exc}") from exc
         for var, value in zip(op.outputs, results, strict=True):
             env[id(var)] = np.asarray(value).astype(types.nptype_from_builtin(var.dtype), copy=False)
     return {var.name: env[id(var)] for var in function.outputs}

@@ -317,6 +317,46 @@ def fill(a: Args) -> list[np.ndarray]:
     return [np.full(_ints(a["shape"], 0, 0), a.get("value") or 0.0)]
 
 
+def depth_to_space(a: Args) -> list[np.ndarray]:
+    # DCR: the block offsets are the outer part of the channel index
+    x, b = a["x"], int(a["block_size"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    return [y.reshape(n, c // (b * b), h * b, w * b)]
+
+
+def pixel_shuffle(a: Args) -> list[np.ndarray]:
+    # CRD: the block offsets are the inner part of the channel index
+    x, b = a["x"], int(a["upscale_factor"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return [y.reshape(n, c // (b * b), h * b, w * b)]
+
+
+def space_to_depth(a: Args) -> list[np.ndarray]:
+    x, b = a["x"], int(a["block_size"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return [y.reshape(n, c * b * b, h // b, w // b)]
+
+
+def pixel_unshuffle(a: Args) -> list[np.ndarray]:
+    x, b = a["x"], int(a["downscale_factor"])
+    n, c, h, w = x.shape
+    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 1, 3, 5, 2, 4)
+    return [y.reshape(n, c * b * b, h // b, w // b)]
+
+
+def cumsum(a: Args) -> list[np.ndarray]:
+    x, axis = a["x"], int(a.get("axis") or 0)
+    if bool(a.get("reverse") or False):
+        x = np.flip(x, axis=axis)
+    total = np.cumsum(x, axis=axis)
+    if bool(a.get("exclusive") or False):
+        total = total - x
+    return [np.flip(total, axis=axis) if bool(a.get("reverse") or False) else total]
+
+
 KERNELS: dict[str, Kernel] = {
     "conv": conv,
     "conv_transpose": conv_transpose,
@@ -336,4 +376,9 @@ KERNELS: dict[str, Kernel] = {
     "expand_dims": expand_dims,
     "tile": tile,
     "fill": fill,
+    "depth_to_space": depth_to_space,
+    "pixel_shuffle": pixel_shuffle,
+    "space_to_depth": space_to_depth,
+    "pixel_unshuffle": pixel_unshuffle,
+    "cumsum": cumsum,
 }

@@ -61,6 +61,19 @@ def _variadic(mil_op: str) -> LowerFn:
     return lower
 
 
+def lower_div(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    a, b = binary_operands(lw, node.input[0], node.input[1])
+    if not lw.dtype_of(node.input[0]).startswith(("int", "uint")):
+        return [lw.mb.real_div(x=a, y=b, name=lw.name(node))]
+    # ONNX integer division truncates toward zero; MIL's floor_div floors: add 1 back where the
+    # quotient is negative and inexact.
+    floor = lw.mb.floor_div(x=a, y=b)
+    negative = lw.mb.logical_xor(x=lw.mb.less(x=a, y=np.int32(0)), y=lw.mb.less(x=b, y=np.int32(0)))
+    inexact = lw.mb.not_equal(x=lw.mb.mul(x=floor, y=b), y=a)
+    fix = lw.mb.cast(x=lw.mb.logical_and(x=negative, y=inexact), dtype="int32")
+    return [lw.mb.add(x=floor, y=fix, name=lw.name(node))]
+
+
 def lower_pow(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     base = lw.var(node.input[0])
     exponent = lw.const(node.input[1])
@@ -91,7 +104,13 @@ def lower_clip(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     low = lw.require_const(node, 1, "Clip min") if lw.has(node, 1) else attrs.get("min")
     high = lw.require_const(node, 2, "Clip max") if lw.has(node, 2) else attrs.get("max")
     np_type = lw.types.nptype_from_builtin(x.dtype)
-    if low is not None and high is not None and np.issubdtype(np_type, np.floating):
+    floating = np.issubdtype(np_type, np.floating)
+    if (
+        low is not None
+        and high is not None
+        and floating
+        and float(np.asarray(low)) <= float(np.asarray(high))
+    ):
         lo, hi = float(np.asarray(low)), float(np.asarray(high))
         if lo == 0.0 and hi == 6.0:
             return [lw.mb.relu6(x=x, name=lw.name(node))]
@@ -120,7 +139,10 @@ def lower_softmax(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 def lower_reciprocal(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    return [lw.mb.inverse(x=lw.var(node.input[0]), name=lw.name(node))]
+    # not MIL's inverse, which adds an epsilon to the divisor
+    x = lw.var(node.input[0])
+    one = np.array(1, dtype=lw.types.nptype_from_builtin(x.dtype))
+    return [lw.mb.real_div(x=one, y=x, name=lw.name(node))]
 
 
 def lower_neg(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -177,6 +199,37 @@ def lower_prelu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.select(cond=positive, a=x, b=lw.mb.mul(x=x, y=slope), name=lw.name(node))]
 
 
+def lower_log_softmax(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # x - max - log(sum(exp(x - max))): stable where log(softmax(x)) underflows to log(0)
+    x = lw.var(node.input[0])
+    axis = int(lw.attrs(node).get("axis", -1))
+    shifted = lw.mb.sub(x=x, y=lw.mb.reduce_max(x=x, axes=[axis], keep_dims=True))
+    total = lw.mb.reduce_log_sum_exp(x=shifted, axes=[axis], keep_dims=True)
+    return [lw.mb.sub(x=shifted, y=total, name=lw.name(node))]
+
+
+def lower_selu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    alpha = float(attrs.get("alpha", 1.67326319217681884765625))
+    gamma = float(attrs.get("gamma", 1.05070102214813232421875))
+    elu = lw.mb.elu(x=lw.var(node.input[0]), alpha=alpha)
+    return [lw.mb.mul(x=elu, y=np.float32(gamma), name=lw.name(node))]
+
+
+def lower_mish(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    return [lw.mb.mul(x=x, y=lw.mb.tanh(x=lw.mb.softplus(x=x)), name=lw.name(node))]
+
+
+def lower_thresholded_relu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # spelled out: x where x > alpha, else 0 (strictly greater, as ONNX has it)
+    x = lw.var(node.input[0])
+    np_type = lw.types.nptype_from_builtin(x.dtype)
+    alpha = np_type(lw.attrs(node).get("alpha", 1.0))
+    above = lw.mb.greater(x=x, y=alpha)
+    return [lw.mb.select(cond=above, a=x, b=np_type(0), name=lw.name(node))]
+
+
 def lower_erf(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.mb.erf(x=lw.var(node.input[0]), name=lw.name(node))]
 
@@ -193,6 +246,19 @@ ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "PRelu": lower_prelu,
     "Sin": _unary("sin"),
     "Cos": _unary("cos"),
+    "Tan": _unary("tan"),
+    "Asin": _unary("asin"),
+    "Acos": _unary("acos"),
+    "Atan": _unary("atan"),
+    "Sinh": _unary("sinh"),
+    "Cosh": _unary("cosh"),
+    "Atanh": _unary("atanh"),
+    "Sign": _unary("sign"),
+    "Softsign": _unary("softsign"),
+    "LogSoftmax": lower_log_softmax,
+    "Selu": lower_selu,
+    "Mish": lower_mish,
+    "ThresholdedRelu": lower_thresholded_relu,
     "Softmax": lower_softmax,
     "Sqrt": _unary("sqrt"),
     "Exp": _unary("exp"),
@@ -209,7 +275,7 @@ ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "Add": _binary("add"),
     "Sub": _binary("sub"),
     "Mul": _binary("mul"),
-    "Div": _binary("real_div", int_op="floor_div"),
+    "Div": lower_div,
     "Pow": lower_pow,
     "Equal": _binary("equal"),
     "Less": _binary("less"),

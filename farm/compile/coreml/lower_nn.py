@@ -1,7 +1,8 @@
-"""ONNX neural-network ops (convolution, normalisation, pooling, dense, resize) -> MIL."""
+"""ONNX neural-network ops (convolution, pooling, dense, resize) -> MIL."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,7 +121,11 @@ def _conv_transpose_pads(
         total = (
             strides[i] * (sizes[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1 - int(targets[i])
         )
-        total = max(total, 0)
+        if total < 0:
+            # the output is larger than the full transposed conv: the rest are zeros (plus bias) at the end
+            begin.append(0)
+            end.append(total)
+            continue
         small, large = total // 2, total - total // 2
         # As the ONNX spec (and ONNX Runtime) has it: only SAME_UPPER puts the larger half at the end.
         if auto_pad == "SAME_UPPER":
@@ -130,32 +135,6 @@ def _conv_transpose_pads(
             begin.append(large)
             end.append(small)
     return begin, end
-
-
-def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    attrs = lw.attrs(node)
-    if int(attrs.get("training_mode", 0)):
-        raise NotLowerable("training-mode BatchNormalization is not supported")
-    scale, bias, mean, var = (lw.require_const(node, i, "BatchNormalization parameters") for i in range(1, 5))
-    epsilon = float(attrs.get("epsilon", 1e-5))
-    x = lw.var(node.input[0])
-    if len(x.shape) in (3, 4, 5):
-        return [
-            lw.mb.batch_norm(
-                x=x,
-                mean=mean,
-                variance=var,
-                gamma=scale,
-                beta=bias,
-                epsilon=np.float32(epsilon),
-                name=lw.name(node),
-            )
-        ]
-    factor = (scale / np.sqrt(var + epsilon)).astype(np.float32)
-    shift = (bias - mean * factor).astype(np.float32)
-    trailing = [1] * (len(x.shape) - 2)
-    y = lw.mb.mul(x=x, y=factor.reshape([-1, *trailing]))
-    return [lw.mb.add(x=y, y=shift.reshape([-1, *trailing]), name=lw.name(node))]
 
 
 def _pool(mil_op: str) -> LowerFn:
@@ -199,31 +178,20 @@ def _global_pool(mil_op: str) -> LowerFn:
     return lower
 
 
-def lower_layer_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    if any(node.output[1:]):
-        raise NotLowerable("the Mean/InvStdDev outputs of LayerNormalization are not supported")
-    attrs = lw.attrs(node)
-    x = lw.var(node.input[0])
-    rank = len(x.shape)
-    axis = int(attrs.get("axis", -1)) % rank
-    axes = list(range(axis, rank))
-    epsilon = np.float32(attrs.get("epsilon", 1e-5))
-    normalized = [d for d in x.shape[axis:]]
-    scale, bias = lw.const(node.input[1]), lw.const(node.input[2]) if lw.has(node, 2) else None
-    static = all(isinstance(d, (int, np.integer)) for d in normalized)
-    if scale is not None and static and (bias is not None or not lw.has(node, 2)):
-        gamma = np.broadcast_to(scale, normalized).astype(np.float32)
-        kwargs = {"beta": np.broadcast_to(bias, normalized).astype(np.float32)} if bias is not None else {}
-        return [lw.mb.layer_norm(x=x, axes=axes, gamma=gamma, epsilon=epsilon, name=lw.name(node), **kwargs)]
-    y = lw.mb.layer_norm(x=x, axes=axes, epsilon=epsilon)
-    y = lw.mb.mul(x=y, y=lw.var(node.input[1]), **({} if lw.has(node, 2) else {"name": lw.name(node)}))
-    if lw.has(node, 2):
-        y = lw.mb.add(x=y, y=lw.var(node.input[2]), name=lw.name(node))
-    return [y]
-
-
 def lower_matmul(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    return [lw.mb.matmul(x=lw.var(node.input[0]), y=lw.var(node.input[1]), name=lw.name(node))]
+    x, y = lw.var(node.input[0]), lw.var(node.input[1])
+    if len(x.shape) > 1 and len(y.shape) > 1:
+        return [lw.mb.matmul(x=x, y=y, name=lw.name(node))]
+    # numpy's 1-D rules, spelled out: a vector operand gains a unit axis that is dropped again
+    dropped = []
+    if len(x.shape) == 1:
+        x = lw.mb.expand_dims(x=x, axes=[0])
+        dropped.append(-2)
+    if len(y.shape) == 1:
+        y = lw.mb.expand_dims(x=y, axes=[1])
+        dropped.append(-1)
+    product = lw.mb.matmul(x=x, y=y)
+    return [lw.mb.squeeze(x=product, axes=dropped, name=lw.name(node))]
 
 
 def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -253,16 +221,6 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     if beta != 1.0:
         c_var = lw.mb.mul(x=c_var, y=np.float32(beta))
     return [lw.mb.add(x=y, y=c_var, name=lw.name(node))]
-
-
-def lower_instance_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    scale = lw.require_const(node, 1, "InstanceNormalization scale").astype(np.float32)
-    bias = lw.require_const(node, 2, "InstanceNormalization bias").astype(np.float32)
-    epsilon = np.float32(lw.attrs(node).get("epsilon", 1e-5))
-    x = lw.var(node.input[0])
-    if len(x.shape) not in (3, 4):
-        raise NotLowerable("InstanceNormalization is supported on 3-D and 4-D inputs")
-    return [lw.mb.instance_norm(x=x, gamma=scale, beta=bias, epsilon=epsilon, name=lw.name(node))]
 
 
 def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -311,33 +269,54 @@ def _resize_2d(lw: Lowering, node: onnx.NodeProto, x: Any, factors: list[float],
 
 
 def _resize_factors(lw: Lowering, node: onnx.NodeProto, *, spatial: int) -> list[float]:
-    """Scale factors of the last `spatial` axes; N and C must stay as they are."""
+    """Scale factors of the last `spatial` axes, where CoreML's resampling can match ONNX's."""
+    attrs = lw.attrs(node)
     rank = spatial + 2
+    axes = [int(a) % rank for a in attrs.get("axes", range(rank))]
+    dims = lw.static_dims(node.input[0])
     scales = lw.const(node.input[2]) if lw.has(node, 2) else None
+    full = [1.0] * rank
     if scales is not None and scales.size:
-        values = [float(s) for s in scales]
+        for axis, scale in zip(axes, scales.reshape(-1), strict=True):
+            full[axis] = float(scale)
+        by_sizes = False
     else:
-        sizes = lw.require_const(node, 3, "Resize sizes (or scales)")
-        dims = lw.static_dims(node.input[0])
-        if any(d is None for d in dims[2:]):
-            raise NotLowerable("Resize by sizes needs static spatial input dims")
-        values = [1.0, 1.0] + [float(sizes[i]) / float(dims[i] or 1) for i in range(2, rank)]
-    if len(values) != rank or values[0] != 1.0 or values[1] != 1.0:
+        sizes = lw.require_const(node, 3, "Resize sizes (or scales)").reshape(-1)
+        if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+            raise NotLowerable("keep_aspect_ratio_policy other than 'stretch' is not supported")
+        for axis, size in zip(axes, sizes, strict=True):
+            dim = dims[axis]
+            if dim is None:
+                raise NotLowerable("Resize by sizes needs static input dims")
+            full[axis] = float(size) / dim
+        by_sizes = True
+    if full[0] != 1.0 or full[1] != 1.0:
         raise NotLowerable("Resize may scale only the spatial axes")
-    return values[2:]
+    factors = full[2:]
+    if int(attrs.get("antialias", 0)) and any(f < 1.0 for f in factors):
+        raise NotLowerable("antialiased downsampling is not supported")
+    coords = attrs.get("coordinate_transformation_mode", "half_pixel")
+    for factor, dim in zip(factors, dims[2:], strict=True):
+        exact = (
+            by_sizes or float(factor).is_integer() or (dim is not None and float(dim * factor).is_integer())
+        )
+        # CoreML spaces samples by the (whole) output size; ONNX by the scale: equal only when the
+        # scaled size is whole, align_corners included.
+        if not exact:
+            raise NotLowerable(f"scale {factor:g} does not give a whole output size")
+        if coords == "pytorch_half_pixel" and dim is not None and math.floor(dim * factor) == 1:
+            raise NotLowerable("pytorch_half_pixel Resize to a size of 1 is not supported")
+    return factors
 
 
 NN_LOWERINGS: dict[str, LowerFn] = {
     "Conv": lower_conv,
     "ConvTranspose": lower_conv_transpose,
-    "BatchNormalization": lower_batch_norm,
     "MaxPool": _pool("max_pool"),
     "AveragePool": _pool("avg_pool"),
     "GlobalAveragePool": _global_pool("reduce_mean"),
     "GlobalMaxPool": _global_pool("reduce_max"),
-    "LayerNormalization": lower_layer_norm,
     "MatMul": lower_matmul,
     "Gemm": lower_gemm,
     "Resize": lower_resize,
-    "InstanceNormalization": lower_instance_norm,
 }

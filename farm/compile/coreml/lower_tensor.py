@@ -70,7 +70,8 @@ def lower_transpose(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 def lower_flatten(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
     dims = list(x.shape)
-    axis = int(lw.attrs(node).get("axis", 1)) % (len(dims) + 1) if dims else 0
+    axis = int(lw.attrs(node).get("axis", 1))
+    axis = axis + len(dims) if axis < 0 else axis
     before, after = dims[:axis], dims[axis:]
     if all(_is_static(d) for d in after):
         new = [-1 if before else 1, int(np.prod(after, dtype=np.int64))]
@@ -240,8 +241,9 @@ def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         while pairs and pairs[0] == [0, 0]:
             pairs.pop(0)
     flat = np.array([p for pair in pairs for p in pair], np.int32)
-    constant = float(value.reshape(-1)[0]) if value is not None and value.size else 0.0
-    return [lw.mb.pad(x=x, pad=flat, mode=modes[mode], constant_val=np.float32(constant), name=lw.name(node))]
+    constant = value.reshape(-1)[0] if value is not None and value.size else 0
+    np_type = lw.types.nptype_from_builtin(x.dtype)
+    return [lw.mb.pad(x=x, pad=flat, mode=modes[mode], constant_val=np_type(constant), name=lw.name(node))]
 
 
 def _reduce(mil_op: str) -> LowerFn:
@@ -337,6 +339,12 @@ TENSOR_LOWERINGS: dict[str, LowerFn] = {
     "ReduceSum": _reduce("reduce_sum"),
     "ReduceMax": _reduce("reduce_max"),
     "ReduceMin": _reduce("reduce_min"),
+    "ReduceProd": _reduce("reduce_prod"),
+    "ReduceL1": _reduce("reduce_l1_norm"),
+    "ReduceL2": _reduce("reduce_l2_norm"),
+    "ReduceSumSquare": _reduce("reduce_sum_square"),
+    "ReduceLogSum": _reduce("reduce_log_sum"),
+    "ReduceLogSumExp": _reduce("reduce_log_sum_exp"),
     "Expand": lower_expand,
     "Tile": lower_tile,
     "Constant": lower_constant,

@@ -175,6 +175,8 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
             raise NotLowerable(
                 f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take"
             )
+        if not info.shape:
+            raise NotLowerable(f"input {info.name} is a scalar; ML Program inputs have rank 1 or more")
         shape = [d if isinstance(d, int) else symbols.setdefault(d, get_new_symbol()) for d in info.shape]
         name = mil_name(info.name)
         input_names[info.name] = name

@@ -1,0 +1,100 @@
+"""ONNX index, order and rearrangement ops (GatherElements, TopK, CumSum, Range, Mod,
+DepthToSpace, SpaceToDepth) -> MIL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from farm.compile.coreml.lower_elementwise import binary_operands
+from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+
+
+def lower_gather_elements(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    x = lw.var(node.input[0])
+    axis = int(lw.attrs(node).get("axis", 0)) % len(x.shape)
+    indices: Any = lw.const(node.input[1])
+    if indices is not None:
+        dim = x.shape[axis]
+        indices = indices.astype(np.int32)
+        if isinstance(dim, (int, np.integer)):
+            indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
+    else:
+        indices = lw.var(node.input[1])
+    return [lw.mb.gather_along_axis(x=x, indices=indices, axis=axis, name=lw.name(node))]
+
+
+def lower_topk(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    k = int(lw.require_const(node, 1, "TopK k").reshape(-1)[0])
+    values, indices = lw.mb.topk(
+        x=lw.var(node.input[0]),
+        k=k,
+        axis=int(attrs.get("axis", -1)),
+        ascending=not int(attrs.get("largest", 1)),
+        # an unsorted TopK may come back in any order: sorted is one of them
+        sort=True,
+        name=lw.name(node),
+    )
+    return [values, indices]
+
+
+def lower_cumsum(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    axis = int(lw.require_const(node, 1, "CumSum axis").reshape(-1)[0])
+    return [
+        lw.mb.cumsum(
+            x=lw.var(node.input[0]),
+            axis=axis,
+            exclusive=bool(attrs.get("exclusive", 0)),
+            reverse=bool(attrs.get("reverse", 0)),
+            name=lw.name(node),
+        )
+    ]
+
+
+def lower_range(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # Only reached when a bound is known at run time alone: constant ranges are folded.
+    start, limit, delta = (lw.var(name) for name in node.input[:3])
+    return [lw.mb.range_1d(start=start, end=limit, step=delta, name=lw.name(node))]
+
+
+def lower_mod(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    if int(lw.attrs(node).get("fmod", 0)):
+        raise NotLowerable("fmod=1 (C fmod, sign of the dividend) is not supported")
+    a, b = binary_operands(lw, node.input[0], node.input[1])
+    # MIL's mod is x - floor(x / y) * y: the sign of the divisor, as ONNX's fmod=0
+    return [lw.mb.mod(x=a, y=b, name=lw.name(node))]
+
+
+def lower_depth_to_space(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    block = int(attrs["blocksize"])
+    x = lw.var(node.input[0])
+    # DCR is TensorFlow's depth_to_space; CRD is PyTorch's pixel_shuffle
+    if attrs.get("mode", "DCR") == "CRD":
+        return [lw.mb.pixel_shuffle(x=x, upscale_factor=block, name=lw.name(node))]
+    return [lw.mb.depth_to_space(x=x, block_size=block, name=lw.name(node))]
+
+
+def lower_space_to_depth(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    block = int(attrs["blocksize"])
+    x = lw.var(node.input[0])
+    if attrs.get("mode", "DCR") == "CRD":
+        return [lw.mb.pixel_unshuffle(x=x, downscale_factor=np.uint32(block), name=lw.name(node))]
+    return [lw.mb.space_to_depth(x=x, block_size=block, name=lw.name(node))]
+
+
+INDEX_LOWERINGS: dict[str, LowerFn] = {
+    "GatherElements": lower_gather_elements,
+    "TopK": lower_topk,
+    "CumSum": lower_cumsum,
+    "Range": lower_range,
+    "Mod": lower_mod,
+    "DepthToSpace": lower_depth_to_space,
+    "SpaceToDepth": lower_space_to_depth,
+}
