@@ -11,6 +11,7 @@ Settings (`AgentSettings.extra`, `FARM_AGENT_<NAME>` at the CLI):
     simulated_latency_ms  median time of one inference (default 2.0)
     simulated_jitter      sigma of the log-normal spread around it (default 0.05)
     simulated_slow        SERIAL=FACTOR,...: units whose inferences take FACTOR times longer
+                          (`@PATH`: read that list from a file at every job)
     simulated_unplugged   a file listing unplugged serials, one per line: they vanish from
                           discovery, and a job running on one fails with DeviceLostError
 """
@@ -55,7 +56,11 @@ class SimulatedAgent(DeviceAgent):
         return {line.strip() for line in Path(path).read_text().splitlines() if line.strip()}
 
     def _slowdown(self, serial: str) -> float:
-        for part in self._setting("simulated_slow", "").split(","):
+        spec = self._setting("simulated_slow", "")
+        if spec.startswith("@"):
+            path = Path(spec[1:])
+            spec = path.read_text() if path.exists() else ""
+        for part in spec.replace("\n", ",").split(","):
             name, _, factor = part.partition("=")
             if name.strip() == serial:
                 return float(factor)

@@ -5,8 +5,10 @@ Ray is imported here and in the actor module only, and only when a command needs
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +38,19 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
     if ray.is_initialized():  # the caller (a test, `farm serve`) already holds a connection
         yield
         return
+    # Ray's driver prints cluster events ("(raylet) The node ... died") on stdout, which is the
+    # report's (or the one JSON document's) alone: while Ray runs, they go to stderr
+    with contextlib.redirect_stdout(sys.stderr):
+        _init(config)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+def _init(config: ClusterConfig) -> None:
+    import ray
+
     kwargs: dict[str, Any] = {
         "namespace": RAY_NAMESPACE,
         "log_to_driver": False,
@@ -58,7 +73,3 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = config.address or "an embedded local Ray"
         raise SchedulingError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
-    try:
-        yield
-    finally:
-        ray.shutdown()

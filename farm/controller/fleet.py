@@ -111,6 +111,13 @@ class FleetActorImpl:
             devices=devices, queue_jobs=self.schedule.pending(), running_jobs=len(self.schedule.running)
         )
 
+    async def memory_bytes(self) -> int:
+        """The fleet process's resident memory (Linux), for `farm serve` status and benchmarks."""
+        import os
+
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
     async def dispatch_overheads_s(self) -> list[float]:
         """Seconds the fleet spent deciding and sending each job (for benchmarks)."""
         return list(self._dispatch_s)

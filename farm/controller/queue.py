@@ -103,10 +103,13 @@ class Schedule:
         present = {s.key for s in slots}
         for slot in slots:
             old = self.units.get(slot.key)
-            if old is None or old.actor != slot.actor or not old.up:
-                added.append(slot.key)
-            if old is not None and old.running is not None and old.actor == slot.actor:
-                slot.running, slot.free_at, slot.jobs_done = old.running, old.free_at, old.jobs_done
+            if old is not None and old.actor == slot.actor:
+                # the same actor again: keep the slot (a running job holds it) and mark it up
+                if not old.up:
+                    added.append(slot.key)
+                old.up, old.reason, old.node_id, old.cooldown_s = True, "", slot.node_id, slot.cooldown_s
+                continue
+            added.append(slot.key)
             self.units[slot.key] = slot
         for key, slot in self.units.items():
             if slot.node_id == node_id and key not in present and slot.up:

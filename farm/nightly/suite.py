@@ -82,7 +82,7 @@ def _targets(value: Any, where: str) -> tuple[Target, ...] | None:
         return None
     try:
         return tuple(Target.parse(t) for t in _strings(value, where))
-    except ValueError as exc:
+    except (ValueError, UsageError) as exc:
         raise UsageError(f"{where}: {exc}") from None
 
 

@@ -1,0 +1,257 @@
+"""The fleet on a real three-node Ray cluster: `farm serve` on the head, `farm agent` on two
+workers, `farm submit`/`farm nightly --address` as a user would run them.
+
+The tests share one cluster and run in file order; the last one kills a worker node.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.fleet.cluster import VENV_BIN, kill_tree
+from tests.fleet.conftest import Fleet, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def make_model(directory: Path, name: str, width: int) -> Path:
+    path = directory / f"{name}.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, width])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, width])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Tanh", ["h"], ["y"])], name, [x], [y]
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def write_suite(
+    path: Path, name: str, models: list[Path], devices: list[str], runs: int, warmup: int = 1
+) -> Path:
+    lines = [
+        f"name: {name}",
+        f"devices: [{', '.join(devices)}]",
+        f"runs: {runs}",
+        f"warmup: {warmup}",
+        "placement_deadline_s: 30",
+        "models:",
+    ]
+    lines += [f"  - path: {m}" for m in models]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def parse(stdout: str, stderr: str) -> dict[str, Any]:
+    try:
+        document: dict[str, Any] = json.loads(stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(
+            f"stdout is not one JSON document:\n{stdout[-1500:]}\nstderr:\n{stderr[-3000:]}"
+        ) from None
+    return document
+
+
+def run_json(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return parse(done.stdout, done.stderr)
+
+
+def spawn_farm(fleet: Fleet, name: str, *args: str) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [str(VENV_BIN / "farm"), "--home", str(fleet.home), *args],
+        env={**fleet.cluster.env, "FARM_SIMULATED_DEVICES": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    fleet.cluster.processes.append(process)  # type: ignore[arg-type]
+    return process
+
+
+def busy_units(fleet: Fleet) -> list[str]:
+    return [u["serial"] for u in fleet.units() if u["busy"]]
+
+
+def test_a_suite_spreads_over_both_workers(fleet: Fleet, tmp_path: Path) -> None:
+    models = [make_model(tmp_path, f"m{i}", 32 + i) for i in range(4)]
+    suite = write_suite(tmp_path / "spread.yaml", "spread", models, ["host-cpu"], runs=5)
+    done = fleet.farm("nightly", str(suite), "--address", fleet.cluster.address, "--json")
+    document = run_json(done)
+    assert done.returncode == 0, done.stderr[-2000:]
+    jobs = document["jobs"]
+    assert len(jobs) == 4 and all(j["status"] == "ok" for j in jobs)
+    assert {j["unit"] for j in jobs} == {"n2", "n3"}
+    assert all(len(j["latency_ms"]["samples"]) == 5 and j["reference"]["passed"] for j in jobs)
+    assert document["comparison"]["baseline_run"] is None  # the suite's first run
+    with sqlite3.connect(fleet.home / "results.sqlite") as db:
+        status, kind, suite_name = db.execute(
+            "SELECT status, kind, suite FROM runs WHERE run_id=?", (document["run_id"],)
+        ).fetchone()
+        (count,) = db.execute("SELECT COUNT(*) FROM jobs WHERE run_id=?", (document["run_id"],)).fetchone()
+    assert (status, kind, suite_name, count) == ("complete", "nightly", "spread", 4)
+
+
+def test_a_job_no_unit_can_take_waits_then_fails_clearly(fleet: Fleet, tiny_model: Path) -> None:
+    started = time.monotonic()
+    done = fleet.farm(
+        "submit",
+        str(tiny_model),
+        "--devices",
+        "simulated:no-such-unit",
+        "--address",
+        fleet.cluster.address,
+        "--placement-deadline",
+        "2",
+        "--runs",
+        "3",
+        "--json",
+    )
+    (job,) = run_json(done)["jobs"]
+    assert done.returncode == 1
+    assert "no unit of simulated:no-such-unit is up; waiting up to 2s" in " ".join(done.stderr.split())
+    assert job["status"] == "failed" and job["error_type"] == "SchedulingError"
+    assert job["error"] == "no unit of simulated:no-such-unit came up within 2s"
+    assert time.monotonic() - started < 60
+
+
+def test_a_device_that_vanishes_mid_job_is_retried_on_another_unit(fleet: Fleet, tiny_model: Path) -> None:
+    process = spawn_farm(
+        fleet,
+        "vanish",
+        "submit",
+        str(tiny_model),
+        "--devices",
+        "simulated",
+        "--runs",
+        "1500",
+        "--warmup",
+        "0",
+        "--no-profile",
+        "--address",
+        fleet.cluster.address,
+        "--json",
+    )
+    try:
+        wait_for(lambda: bool(busy_units(fleet)), 60, "the job to start on a simulated unit")
+        victim = busy_units(fleet)[0]
+        fleet.unplugged.write_text(victim + "\n")
+        stdout, stderr = process.communicate(timeout=90)
+    finally:
+        kill_tree(process.pid)
+    document = parse(stdout, stderr)
+    (job,) = document["jobs"]
+    assert process.returncode == 0, stderr[-2000:]
+    assert job["status"] == "ok" and job["unit"] != victim
+    assert [a["unit"].split(":")[1] for a in job["attempts"]] == [victim, job["unit"]]
+    assert "DeviceLostError" in job["attempts"][0]["error"] and job["attempts"][1]["error"] is None
+    assert "trying another unit" in " ".join(stderr.split())
+    down = [u for u in fleet.units() if u["serial"] == victim]
+    assert down and not down[0]["up"]
+    fleet.unplugged.write_text("")
+    wait_for(lambda: any(u["up"] for u in fleet.units() if u["serial"] == victim), 30, "the unit to return")
+
+
+def test_an_interactive_submit_is_not_starved_by_a_big_nightly(
+    fleet: Fleet, tmp_path: Path, tiny_model: Path
+) -> None:
+    models = [make_model(tmp_path, f"big{i}", 16 + i) for i in range(4)]
+    units = ["simulated:n2-0", "simulated:n2-1", "simulated:n3-0", "simulated:n3-1"]
+    suite = write_suite(tmp_path / "big.yaml", "big", models, units, runs=1000, warmup=0)
+    nightly = spawn_farm(fleet, "big", "nightly", str(suite), "--address", fleet.cluster.address, "--json")
+    try:
+        wait_for(lambda: len(busy_units(fleet)) >= 4, 60, "the nightly to occupy every simulated unit")
+        interactive = fleet.farm(
+            "submit",
+            str(tiny_model),
+            "--devices",
+            "simulated",
+            "--runs",
+            "5",
+            "--json",
+            "--address",
+            fleet.cluster.address,
+        )
+        assert nightly.poll() is None, "the nightly finished before the interactive job: no contention tested"
+        stdout, _stderr = nightly.communicate(timeout=120)
+    finally:
+        kill_tree(nightly.pid)
+    (job,) = run_json(interactive)["jobs"]
+    big = parse(stdout, _stderr)
+    assert job["status"] == "ok" and len(big["jobs"]) == 16 and all(j["status"] == "ok" for j in big["jobs"])
+    # it waited for one unit to come free, not for the 12 nightly jobs still queued
+    assert job["started_at"] - job["queued_at"] < 3.0
+    assert sum(1 for j in big["jobs"] if j["started_at"] > job["started_at"]) >= 4
+
+
+def test_nightly_flags_a_slower_device_and_nothing_on_an_aa_rerun(
+    fleet: Fleet, tmp_path: Path, tiny_model: Path
+) -> None:
+    suite = write_suite(
+        tmp_path / "regress.yaml", "regress", [tiny_model], ["simulated:n2-1", "simulated:n3-1"], runs=30
+    )
+    address = ("--address", fleet.cluster.address)
+    first = fleet.farm("nightly", str(suite), *address, "--json")
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = fleet.farm("nightly", str(suite), *address, "--json")
+    aa = run_json(again)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert aa["comparison"]["baseline_run"] == run_json(first)["run_id"]
+    assert aa["comparison"]["regressions"] == 0
+    assert {j["status"] for j in aa["comparison"]["jobs"]} == {"compared"}
+
+    fleet.slow.write_text("n3-1=1.3\n")
+    try:
+        slower = fleet.farm("nightly", str(suite), *address, "--json")
+    finally:
+        fleet.slow.write_text("")
+    result = run_json(slower)
+    assert slower.returncode == 1
+    assert result["comparison"]["baseline_run"] == aa["run_id"]
+    flagged = [j for j in result["comparison"]["jobs"] if j["regression"]]
+    assert [j["device"] for j in flagged] == ["simulated:n3-1"]
+    (finding,) = flagged[0]["findings"]
+    assert finding["kind"] == "latency" and 1.2 < finding["details"]["ratio"] < 1.4
+    human = fleet.farm("nightly", str(suite), *address, "--baseline", aa["run_id"])
+    assert human.returncode == 0 and "no regressions" in human.stdout
+
+
+def test_killing_a_worker_node_mid_suite_loses_no_job(fleet: Fleet, tmp_path: Path) -> None:
+    models = [make_model(tmp_path, f"k{i}", 8 + i) for i in range(8)]
+    suite = write_suite(tmp_path / "survive.yaml", "survive", models, ["simulated"], runs=400, warmup=0)
+    nightly = spawn_farm(
+        fleet, "survive", "nightly", str(suite), "--address", fleet.cluster.address, "--json"
+    )
+    try:
+        wait_for(lambda: any(s.startswith("n3") for s in busy_units(fleet)), 60, "a job running on node n3")
+        kill_tree(fleet.agents["n3"].pid)
+        fleet.workers["n3"].kill()
+        stdout, stderr = nightly.communicate(timeout=150)
+    finally:
+        kill_tree(nightly.pid)
+    document = parse(stdout, stderr)
+    jobs = document["jobs"]
+    assert nightly.returncode == 0, stderr[-3000:]
+    assert len(jobs) == 8 and all(j["status"] == "ok" for j in jobs)
+    retried = [j for j in jobs if len(j["attempts"]) > 1]
+    assert retried, "no job was running on the killed node"
+    for job in retried:
+        assert job["attempts"][0]["unit"].split(":")[1].startswith("n3") and job["attempts"][0]["error"]
+        assert job["unit"].startswith("n2")
+    with sqlite3.connect(fleet.home / "results.sqlite") as db:
+        (status,) = db.execute("SELECT status FROM runs WHERE run_id=?", (document["run_id"],)).fetchone()
+        rows = db.execute("SELECT status FROM jobs WHERE run_id=?", (document["run_id"],)).fetchall()
+    assert status == "complete" and sorted(r[0] for r in rows) == ["ok"] * 8
+    wait_for(
+        lambda: not any(u["up"] for u in fleet.units() if u["serial"].startswith("n3")),
+        30,
+        "node n3's units to be marked down",
+    )
