@@ -24,6 +24,23 @@ def _where() -> onnx.ModelProto:
     return g.model()
 
 
+def _where_cond_wider(batch: object = 2) -> onnx.ModelProto:
+    # both branches constant scalars: the result takes the condition's shape
+    g = Graph()
+    x = g.input("x", [batch, 3])
+    g.output(
+        g.one(
+            "Where",
+            [
+                g.one("Greater", [x, g.const(np.float32(0.0))]),
+                g.const(np.float32(1.0)),
+                g.const(np.float32(-2.0)),
+            ],
+        )
+    )
+    return g.model()
+
+
 def _cast_roundtrip() -> onnx.ModelProto:
     g = Graph()
     x = g.input("x", [2, 5])
@@ -247,6 +264,7 @@ CASES: dict[str, Callable[[], onnx.ModelProto]] = {
     "argmax": _argmax,
     "cast_roundtrip": _cast_roundtrip,
     "where": _where,
+    "where_cond_wider": _where_cond_wider,
     "expand": lambda: single_op("Expand", [[3, 1]], [np.array([2, 3, 4], I64)]),
 }
 
@@ -273,6 +291,11 @@ def test_constant_of_shape_at_run_time(tmp_path: Path) -> None:
     )
     g.output(g.one("Mul", [x, ones]))
     model = g.model()
+    assert_fp32_matches(save(model, tmp_path), random_feeds(model, batch=3))
+
+
+def test_where_cond_wider_with_a_free_dim(tmp_path: Path) -> None:
+    model = _where_cond_wider(batch="N")
     assert_fp32_matches(save(model, tmp_path), random_feeds(model, batch=3))
 
 

@@ -181,8 +181,32 @@ def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 def lower_where(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    cond = lw.var(node.input[0])
     a, b = binary_operands(lw, node.input[1], node.input[2])
-    return [lw.mb.select(cond=lw.var(node.input[0]), a=a, b=b, name=lw.name(node))]
+    # MIL's select takes its shape from a and b alone: where cond is larger, widen a to the full shape.
+    cond_shape, a_shape, b_shape = (tuple(v.shape) for v in (cond, a, b))
+    if _broadcast(cond_shape, a_shape, b_shape) != _broadcast(a_shape, b_shape):
+        full = _broadcast(cond_shape, a_shape, b_shape)
+        if isinstance(a, np.ndarray) and full is not None and all(isinstance(d, int) for d in full):
+            a = np.broadcast_to(a, full).copy()
+        else:
+            dtype = lw.types.numpy_type_to_builtin_type(a.dtype) if isinstance(a, np.ndarray) else a.dtype
+            as_zeros = lw.mb.cast(x=cond, dtype=lw.types.builtin_to_string(dtype))
+            a = lw.mb.add(x=a, y=lw.mb.mul(x=as_zeros, y=lw.types.nptype_from_builtin(dtype)(0)))
+    return [lw.mb.select(cond=cond, a=a, b=b, name=lw.name(node))]
+
+
+def _broadcast(*shapes: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """numpy's broadcast of shapes that may hold symbols; None where symbols make it unknowable."""
+    rank = max(len(shape) for shape in shapes)
+    padded = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
+    result: list[Any] = []
+    for dims in zip(*padded, strict=True):
+        sizes = {int(d) if isinstance(d, (int, np.integer)) else d for d in dims} - {1}
+        if len(sizes) > 1:
+            return None
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
 
 
 def lower_elu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
