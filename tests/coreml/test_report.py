@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from farm.compile.coreml import compile_coreml, predict_drift
@@ -45,7 +46,7 @@ def test_fp16_report_counts_casts_and_fusions(tmp_path: Path) -> None:
     assert report.extra["casts_inserted"] == 2
     assert {c["to"] for c in report.extra["casts"]} == {"fp16", "fp32"}
     assert any("fp16" in note for note in report.notes)
-    assert report.extra["inputs"] == [{"name": "x", "dtype": "float32", "shape": [2, 8]}]
+    assert report.extra["inputs"] == [{"name": "x", "onnx_name": "x", "dtype": "float32", "shape": [2, 8]}]
     json.dumps(report.to_dict())
 
 
@@ -62,6 +63,23 @@ def test_placement_is_left_to_the_device_off_macos(tmp_path: Path) -> None:
     report = compile_coreml(save(_dense_block().model(), tmp_path), ANE, tmp_path / "out").report
     assert report.placement == {}
     assert any("known only on the device" in note for note in report.notes)
+
+
+def test_onnx_names_that_coreml_cannot_hold_are_mapped(tmp_path: Path) -> None:
+    # PyTorch names tensors `input.1`, TensorFlow `out:0`: CoreML names hold no '.' or ':'
+    g = Graph()
+    x = g.input("input.1", [1, 4])
+    g.nodes.append(onnx.helper.make_node("Relu", [x], ["out:0"]))
+    g.output("out:0")
+    model = g.model()
+    path = save(model, tmp_path)
+    report = compile_coreml(path, ANE, tmp_path / "out").report
+    assert [(e["onnx_name"], e["name"]) for e in report.extra["inputs"]] == [("input.1", "input_1")]
+    assert [(e["onnx_name"], e["name"]) for e in report.extra["outputs"]] == [("out:0", "out_0")]
+    assert "input 'input.1' is named 'input_1' in the ML Program" in report.notes
+    spec = ct.models.MLModel(str(tmp_path / "out" / "model.mlpackage"), skip_model_load=True).get_spec()
+    assert [i.name for i in spec.description.input] == ["input_1"]
+    assert list(predict_drift(path, {"input.1": np.ones((1, 4), np.float32)})) == ["out:0"]
 
 
 @pytest.mark.parametrize(

@@ -188,6 +188,7 @@ def compile_coreml(
         notes.append(f"opset {opset} is outside the tested range {MIN_OPSET}-{MAX_OPSET}")
     io = spec_io(mlmodel.get_spec())
     notes.extend(_retyped_inputs(graph, io))
+    notes.extend(_renamed(graph, io))
     report = CompileReport(
         target=target.name,
         nodes_before=len(model.graph.node),
@@ -226,6 +227,17 @@ def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> 
                 f"input {info.name} is {info.dtype_name} in ONNX and {by_name.get(mil_name(info.name), '?')} "
                 "in the ML Program, which holds no 64-bit tensors"
             )
+    return notes
+
+
+def _renamed(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Give each input/output entry its ONNX name; a note where CoreML's differs (e.g. `input.1`)."""
+    notes = []
+    for kind, infos in (("inputs", graph.inputs), ("outputs", graph.outputs)):
+        for entry, info in zip(io[kind], infos, strict=True):
+            entry["onnx_name"] = info.name
+            if entry["name"] != info.name:
+                notes.append(f"{kind[:-1]} {info.name!r} is named {entry['name']!r} in the ML Program")
     return notes
 
 
