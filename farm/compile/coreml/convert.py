@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import shutil
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,12 +81,31 @@ class CoreMLOptions:
 
 def import_coremltools() -> Any:
     try:
-        import coremltools
+        with quiet_coremltools():
+            import coremltools
     except ImportError as exc:
         raise CompileError(
             "CoreML targets need coremltools, which is not installed", hint="pip install 'farm[coreml]'"
         ) from exc
     return coremltools
+
+
+#: stderr lines coremltools writes that are no news to a farm user: progress bars of its passes,
+#: and, off macOS, that it cannot load the CoreML framework (the farm never asks it to)
+_NOISE = re.compile(r"Running MIL .* pipeline|Failed to load '?_ML|^\s*$")
+
+
+@contextlib.contextmanager
+def quiet_coremltools() -> Iterator[None]:
+    """Run coremltools with its progress bars and import warnings held back; other stderr passes on."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            yield
+    finally:
+        kept = [line for line in re.split(r"[\r\n]+", held.getvalue()) if not _NOISE.search(line)]
+        if kept:
+            sys.stderr.write("\n".join(kept) + "\n")
 
 
 def prepare_graph(
@@ -135,15 +158,16 @@ def convert_program(
             inputs.append(ct.TensorType(name=lowered.input_names[info.name], shape=ct.Shape(dims)))
     precision = ct.precision.FLOAT16 if options.precision == "fp16" else ct.precision.FLOAT32
     try:
-        return ct.convert(
-            lowered.program,
-            convert_to="mlprogram",
-            compute_precision=precision,
-            minimum_deployment_target=options.deployment_target(),
-            compute_units=ct.ComputeUnit[compute_units],
-            inputs=inputs or None,
-            skip_model_load=True,
-        )
+        with quiet_coremltools():
+            return ct.convert(
+                lowered.program,
+                convert_to="mlprogram",
+                compute_precision=precision,
+                minimum_deployment_target=options.deployment_target(),
+                compute_units=ct.ComputeUnit[compute_units],
+                inputs=inputs or None,
+                skip_model_load=True,
+            )
     except (ValueError, TypeError, RuntimeError, NotImplementedError) as exc:
         raise CompileError(f"coremltools rejected the lowered program: {exc}") from exc
 
