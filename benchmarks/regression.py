@@ -5,8 +5,9 @@
 Collects many real host-cpu runs of one model (each a fresh ONNX Runtime session, warm-up, then
 the timed runs, exactly as a job does), then:
   - A/A false-positive rate: pairs of runs of the same model on the same host compared with
-    `farm.analysis.regression.compare_latency` (goal < 1%), for adjacent runs and for runs far
-    apart in time (drift of the host between two nightlies);
+    `farm.analysis.regression.compare_latency` (goal < 1%), back to back and further apart in
+    time (the host drifts between two nightlies), on the samples alone and with the history of
+    earlier runs' medians as a run-to-run noise floor (what `farm nightly` does);
   - power: the B run's real samples scaled by a slowdown factor; the smallest factor flagged in
     at least 90% of pairs is the smallest slowdown detected with 90% power.
 """
@@ -30,7 +31,11 @@ from farm.model import inspect_model
 from farm.targets import Target
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOWDOWNS = (1.02, 1.04, 1.05, 1.06, 1.08, 1.10, 1.12, 1.15, 1.20, 1.30)
+#: medians of earlier nightlies kept as history (farm nightly keeps up to 10; 6 fits more pairs here)
+HISTORY = 6
+#: how many collected runs apart two "nightlies" are: 1 is back to back, more lets the host drift
+SPACINGS = (1, 10, 40)
+SLOWDOWNS = (1.02, 1.05, 1.10, 1.15, 1.20, 1.30, 1.50, 2.00)
 
 
 def collect(model: Path, jobs: int, runs: int, warmup: int, threads: int) -> list[list[float]]:
@@ -54,15 +59,30 @@ def collect(model: Path, jobs: int, runs: int, warmup: int, threads: int) -> lis
     return [agent.run(unit, request).samples_ms for _ in range(jobs)]
 
 
-def rate(pairs: list[tuple[list[float], list[float]]], factor: float, policy: RegressionPolicy) -> float:
-    flagged = sum(compare_latency(a, [v * factor for v in b], policy).regressed for a, b in pairs)
+Pair = tuple[list[float], list[float], list[float] | None]
+
+
+def rate(pairs: list[Pair], factor: float, policy: RegressionPolicy) -> float:
+    flagged = sum(
+        compare_latency(a, [v * factor for v in b], policy, history).regressed for a, b, history in pairs
+    )
     return flagged / len(pairs)
+
+
+def pairs_at(runs: list[list[float]], medians: np.ndarray, spacing: int, history: bool) -> list[Pair]:
+    """Nightlies `spacing` runs apart: (previous, this one, the HISTORY medians before this one at the
+    same spacing, as `farm nightly` keeps them), for every run that has that much history."""
+    out: list[Pair] = []
+    for t in range(spacing * HISTORY, len(runs)):
+        past = [float(medians[t - spacing * k]) for k in range(HISTORY, 0, -1)] if history else None
+        out.append((runs[t - spacing], runs[t], past))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=ROOT / "examples" / "tinynet.onnx")
-    parser.add_argument("--jobs", type=int, default=300, help="host-cpu runs to collect")
+    parser.add_argument("--jobs", type=int, default=600, help="host-cpu runs to collect")
     parser.add_argument(
         "--runs-per-job", type=int, default=30, help="timed runs per job (a nightly's `runs`)"
     )
@@ -79,30 +99,24 @@ def main() -> None:
         f"spread of job medians (p90/p10) {np.percentile(medians, 90) / np.percentile(medians, 10):.3f}"
     )
     policy = RegressionPolicy()
-    rng = np.random.default_rng(0)
-    adjacent = [(runs[i], runs[i + 1]) for i in range(0, len(runs) - 1, 2)]
-    order = rng.permutation(len(runs))
-    far = [
-        (runs[order[i]], runs[order[i + 1]])
-        for i in range(0, len(runs) - 1, 2)
-        if abs(int(order[i]) - int(order[i + 1])) > len(runs) // 4
-    ]
-    print(
-        f"policy: alpha {policy.alpha}, min effect {policy.min_effect:.0%}, "
-        f"{policy.confidence:.0%} bootstrap CI of the median ratio"
-    )
-    for label, pairs in (("adjacent runs", adjacent), ("runs far apart", far)):
-        fp = rate(pairs, 1.0, policy)
-        print(f"A/A false-positive rate, {label}: {fp:.2%} of {len(pairs)} pairs (goal < 1%)")
-    print(f"{'slowdown':>9} {'power':>7}")
-    smallest = None
-    for factor in SLOWDOWNS:
-        power = rate(adjacent, factor, policy)
-        print(f"{factor:>9.2f} {power:>7.1%}")
-        if smallest is None and power >= 0.9:
-            smallest = factor
-    found = f"none up to {SLOWDOWNS[-1]:.2f}x" if smallest is None else f"{smallest - 1:.0%}"
-    print(f"smallest slowdown detected with 90% power: {found}")
+    for history in (False, True):
+        mode = f"with the {HISTORY} previous nightlies' medians as noise floor" if history else "samples only"
+        print(f"-- {mode}")
+        for spacing in SPACINGS:
+            pairs = pairs_at(runs, medians, spacing, history)
+            fp = rate(pairs, 1.0, policy)
+            print(
+                f"A/A false-positive rate, runs {spacing} apart: {fp:.2%} of {len(pairs)} pairs (goal < 1%)"
+            )
+        pairs = pairs_at(runs, medians, SPACINGS[-1], history)
+        powers = {factor: rate(pairs, factor, policy) for factor in SLOWDOWNS}
+        print(
+            f"power, runs {SPACINGS[-1]} apart: "
+            + ", ".join(f"{f - 1:.0%}: {p:.0%}" for f, p in powers.items())
+        )
+        smallest = next((f for f, p in powers.items() if p >= 0.9), None)
+        found = f"none up to {SLOWDOWNS[-1] - 1:.0%}" if smallest is None else f"{smallest - 1:.0%}"
+        print(f"smallest slowdown detected with 90% power: {found}")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,15 @@
 
 Latency: a one-sided Mann-Whitney U test (new samples larger than the baseline's), a bootstrap
 confidence interval of the ratio of medians, and a minimum effect. A regression needs all
-three: significant (p < alpha), the interval's low end above 1 (the slowdown is not noise
-between the two runs), and the median ratio at least 1 + min_effect (5% by default) — small,
-real slowdowns are not worth a page. Improvements are reported the same way, mirrored.
+three: significant (p < alpha), the interval's low end above 1, and the median ratio at least
+1 + min_effect (5% by default) — small, real slowdowns are not worth a page. Improvements are
+reported the same way, mirrored.
+
+Samples of one run cannot see noise *between* runs (a busy host, a warm phone, another
+tenant), which shifts a whole run. Where the suite has history (the job's medians in its
+previous runs), the run-to-run spread of those medians sets a noise floor as well: the log of
+the ratio must exceed `between_run_z` robust standard deviations of the historical
+run-to-run log ratios.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ DEFAULT_CONFIDENCE = 0.95
 DEFAULT_BOOTSTRAP = 2000
 #: an SNR that falls by more than this many dB against the baseline is a numeric regression
 DEFAULT_SNR_DROP_DB = 6.0
+#: how many robust standard deviations of run-to-run drift a slowdown must exceed
+DEFAULT_BETWEEN_RUN_Z = 3.0
+#: the history needs this many run-to-run ratios before it sets a noise floor
+MIN_HISTORY_RATIOS = 3
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,7 @@ class RegressionPolicy:
     confidence: float = DEFAULT_CONFIDENCE
     bootstrap: int = DEFAULT_BOOTSTRAP
     snr_drop_db: float = DEFAULT_SNR_DROP_DB
+    between_run_z: float = DEFAULT_BETWEEN_RUN_Z
     seed: int = 0
 
 
@@ -45,6 +56,8 @@ class LatencyVerdict:
     p_faster: float
     regressed: bool
     improved: bool
+    #: the smallest ratio the run-to-run history lets through (None: no history yet)
+    noise_floor: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +67,7 @@ class LatencyVerdict:
             "p_faster": self.p_faster,
             "regressed": self.regressed,
             "improved": self.improved,
+            "noise_floor": self.noise_floor,
         }
 
 
@@ -97,9 +111,22 @@ def bootstrap_median_ratio(
     return float(low), float(high)
 
 
+def run_to_run_sigma(medians: list[float]) -> float | None:
+    """Robust spread (1.4826 x median absolute value) of the log ratio between consecutive runs'
+    medians, oldest first; None while the history is too short to tell."""
+    values = np.log(np.asarray([m for m in medians if m and m > 0], dtype=np.float64))
+    if values.size < MIN_HISTORY_RATIOS + 1:
+        return None
+    return float(1.4826 * np.median(np.abs(np.diff(values))))
+
+
 def compare_latency(
-    baseline: list[float], new: list[float], policy: RegressionPolicy | None = None
+    baseline: list[float],
+    new: list[float],
+    policy: RegressionPolicy | None = None,
+    history: list[float] | None = None,
 ) -> LatencyVerdict:
+    """`history`: the job's medians in earlier runs, oldest first (see `run_to_run_sigma`)."""
     policy = policy or RegressionPolicy()
     a = np.asarray(baseline, dtype=np.float64)
     b = np.asarray(new, dtype=np.float64)
@@ -111,9 +138,12 @@ def compare_latency(
     )
     p_slower = mann_whitney_greater(a, b)
     p_faster = mann_whitney_greater(b, a)
-    regressed = p_slower < policy.alpha and low > 1.0 and ratio >= 1.0 + policy.min_effect
-    improved = p_faster < policy.alpha and high < 1.0 and ratio <= 1.0 / (1.0 + policy.min_effect)
-    return LatencyVerdict(ratio, low, high, p_slower, p_faster, regressed, improved)
+    sigma = run_to_run_sigma(history or [])
+    floor = None if sigma is None else math.exp(policy.between_run_z * sigma)
+    effect = max(1.0 + policy.min_effect, floor or 0.0)
+    regressed = p_slower < policy.alpha and low > 1.0 and ratio >= effect
+    improved = p_faster < policy.alpha and high < 1.0 and ratio <= 1.0 / effect
+    return LatencyVerdict(ratio, low, high, p_slower, p_faster, regressed, improved, floor)
 
 
 @dataclass(frozen=True)
@@ -199,15 +229,19 @@ def placement_findings(baseline: dict[str, Any], new: dict[str, Any]) -> list[Fi
 
 
 def compare_jobs(
-    baseline: dict[str, Any], new: dict[str, Any], policy: RegressionPolicy | None = None
+    baseline: dict[str, Any],
+    new: dict[str, Any],
+    policy: RegressionPolicy | None = None,
+    history: list[float] | None = None,
 ) -> list[Finding]:
-    """Everything that got worse (or better, for latency) from `baseline` to `new`, both ok jobs."""
+    """Everything that got worse (or better, for latency) from `baseline` to `new`, both ok jobs;
+    `history`: the job's p50 in the suite's earlier runs, oldest first."""
     policy = policy or RegressionPolicy()
     findings: list[Finding] = []
     base_samples = (baseline.get("latency_ms") or {}).get("samples") or []
     new_samples = (new.get("latency_ms") or {}).get("samples") or []
     if len(base_samples) >= 2 and len(new_samples) >= 2:
-        verdict = compare_latency(base_samples, new_samples, policy)
+        verdict = compare_latency(base_samples, new_samples, policy, history)
         if verdict.regressed or verdict.improved:
             p_value = min(verdict.p_slower, verdict.p_faster)
             word = "slower" if verdict.regressed else "faster"

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 FLEET_ACTOR_NAME = "fleet"
 #: how often the fleet asks Ray which nodes are alive, and checks placement deadlines
 DEFAULT_HEALTH_PERIOD_S = 1.0
+OVERHEAD_SAMPLES = 10_000
 
 
 @dataclass
@@ -71,7 +73,11 @@ class FleetActorImpl:
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._dispatch_s: list[float] = []
+        #: per job: seconds to issue the call; seconds from a unit's result arriving to its next job
+        #: being issued (bounded: `farm serve` runs for months)
+        self._send_s: deque[float] = deque(maxlen=OVERHEAD_SAMPLES)
+        self._turnaround_s: deque[float] = deque(maxlen=OVERHEAD_SAMPLES)
+        self._freed_at: dict[str, float] = {}
 
     # -- agents --------------------------------------------------------------------------
 
@@ -118,9 +124,10 @@ class FleetActorImpl:
         with open("/proc/self/statm") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
-    async def dispatch_overheads_s(self) -> list[float]:
-        """Seconds the fleet spent deciding and sending each job (for benchmarks)."""
-        return list(self._dispatch_s)
+    async def dispatch_overheads_s(self) -> dict[str, list[float]]:
+        """The fleet's own cost per job (benchmarks): `send` issuing the call, `turnaround` from a
+        unit's result arriving to its next job being issued, while jobs were queued."""
+        return {"send": list(self._send_s), "turnaround": list(self._turnaround_s)}
 
     # -- submitters ----------------------------------------------------------------------
 
@@ -225,7 +232,10 @@ class FleetActorImpl:
         for job, slot in self.schedule.assign():
             began = time.perf_counter()
             ref = slot.actor.run_job.remote(job.spec.request, job.spec.artifact_blob)
-            self._dispatch_s.append(time.perf_counter() - began)
+            self._send_s.append(time.perf_counter() - began)
+            freed = self._freed_at.pop(slot.key, None)
+            if freed is not None and slot.cooldown_s == 0:
+                self._turnaround_s.append(began - freed)
             task = asyncio.get_running_loop().create_task(self._finish(job, slot, ref, time.time()))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -244,6 +254,7 @@ class FleetActorImpl:
         try:
             done = await ref
         except Exception as exc:  # what the agent raised, or the death of its actor or node
+            self._freed_at.pop(slot.key, None)
             error = to_farm_error(exc)
             attempt.finished_at, attempt.error = time.time(), f"{type(error).__name__}: {error}"
             self.schedule.release(job.spec.job_id)
@@ -254,6 +265,8 @@ class FleetActorImpl:
         else:
             attempt.finished_at = done.finished_at
             self.schedule.release(job.spec.job_id)
+            if self.schedule.pending():
+                self._freed_at[slot.key] = time.perf_counter()
             self._emit(
                 job.submission,
                 JobEvent(

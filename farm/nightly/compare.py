@@ -51,11 +51,22 @@ class Comparison:
         }
 
 
+def medians_by_key(runs: list[list[dict[str, Any]]]) -> dict[tuple[str, str, str], list[float]]:
+    """Each job's p50 across runs given oldest first: the history behind the noise floor."""
+    history: dict[tuple[str, str, str], list[float]] = {}
+    for jobs in runs:
+        for job in jobs:
+            if job["status"] == "ok" and (job.get("latency_ms") or {}).get("p50"):
+                history.setdefault(job_key(job), []).append(float(job["latency_ms"]["p50"]))
+    return history
+
+
 def compare_runs(
     baseline_run: str | None,
     baseline: list[dict[str, Any]],
     new: list[dict[str, Any]],
     policy: RegressionPolicy,
+    history: dict[tuple[str, str, str], list[float]] | None = None,
 ) -> Comparison:
     """`failed`: ok in the baseline, failed now. `missing`: in the baseline, absent now."""
     before = {job_key(j): j for j in baseline}
@@ -72,5 +83,7 @@ def compare_runs(
         elif old["status"] != "ok":
             jobs.append(JobComparison(key, "new"))
         else:
-            jobs.append(JobComparison(key, "compared", compare_jobs(old, now, policy)))
+            jobs.append(
+                JobComparison(key, "compared", compare_jobs(old, now, policy, (history or {}).get(key)))
+            )
     return Comparison(baseline_run, jobs)

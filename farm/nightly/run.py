@@ -25,8 +25,7 @@ from farm.controller.pipeline import (
     run_planned,
 )
 from farm.controller.recording import recorded_run
-from farm.errors import UsageError
-from farm.nightly.compare import Comparison, compare_runs, job_key
+from farm.nightly.compare import Comparison, compare_runs, job_key, medians_by_key
 from farm.nightly.suite import Suite
 from farm.profiles import DeviceProfile
 from farm.store import ResultsStore, new_run_id
@@ -66,6 +65,16 @@ def choose_baseline(
     return None, []
 
 
+#: earlier complete runs of the suite whose medians set the run-to-run noise floor
+HISTORY_RUNS = 10
+
+
+def suite_history(store: ResultsStore, suite: str) -> list[list[dict[str, Any]]]:
+    """The jobs of the suite's last complete runs, oldest first."""
+    runs = [r for r in store.runs(limit=200, kind="nightly", suite=suite) if r.status == "complete"]
+    return [store.jobs(r.run_id) for r in reversed(runs[:HISTORY_RUNS])]
+
+
 def run_nightly(
     suite: Suite,
     *,
@@ -101,6 +110,7 @@ def run_nightly(
         run_id = new_run_id()
         with ResultsStore(home.store_path) as store:
             baseline_id, baseline_jobs = choose_baseline(store, suite.name, baseline)
+            history = medians_by_key(suite_history(store, suite.name))
             durations = {job_key(j): j["duration_s"] for j in baseline_jobs if j.get("duration_s")}
 
             def expected(base: dict[str, Any]) -> float | None:
@@ -123,9 +133,6 @@ def run_nightly(
             }
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
                 run_planned(planned, client, recorder, progress)
-    if baseline is not None and baseline_id is None:
-        raise UsageError(f"baseline run {baseline!r} not found")
     document.update(status=recorder.status, jobs=recorder.jobs)
-    return NightlyResult(
-        run=document, comparison=compare_runs(baseline_id, baseline_jobs, recorder.jobs, suite.policy)
-    )
+    comparison = compare_runs(baseline_id, baseline_jobs, recorder.jobs, suite.policy, history)
+    return NightlyResult(run=document, comparison=comparison)

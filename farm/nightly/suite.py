@@ -48,7 +48,7 @@ SUITE_FIELDS = {
     "regression",
 }
 MODEL_FIELDS = {"path", "devices", "targets", "shapes", "runs", "warmup"}
-POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db"}
+POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db", "between_run_z"}
 
 
 def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
