@@ -299,6 +299,23 @@ def test_where_cond_wider_with_a_free_dim(tmp_path: Path) -> None:
     assert_fp32_matches(save(model, tmp_path), random_feeds(model, batch=3))
 
 
+def test_position_ids_from_a_free_sequence_length(tmp_path: Path) -> None:
+    # as exporters write positions: Range(0, Shape(ids)[1]) expanded to ids' shape, then a table lookup
+    g = Graph()
+    ids = g.input("ids", ["B", "S"], TensorProto.INT64)
+    shape = g.one("Shape", [ids])
+    length = g.one("Gather", [shape, g.const(np.array(1, I64))], axis=0)
+    positions = g.one("Range", [g.const(np.array(0, I64)), length, g.const(np.array(1, I64))])
+    positions = g.one("Expand", [g.one("Unsqueeze", [positions, g.const(np.array([0], I64))]), shape])
+    table = g.const(f32(16, 4))
+    g.output(g.one("Add", [g.one("Gather", [table, ids]), g.one("Gather", [table, positions])]))
+    model = g.model()
+    path = save(model, tmp_path)
+    for batch, seq in ((1, 5), (3, 9)):
+        feeds = {"ids": np.random.default_rng(seq).integers(0, 16, (batch, seq)).astype(np.int64)}
+        assert_fp32_matches(path, feeds)
+
+
 def test_opsets_13_and_21_lower_alike(tmp_path: Path) -> None:
     for opset in (13, 21):
         model = single_op("ReduceSum", [[2, 3, 4]], [np.array([1], I64)], opset=opset, keepdims=1)

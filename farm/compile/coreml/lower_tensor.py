@@ -265,7 +265,15 @@ def _reduce(mil_op: str) -> LowerFn:
 
 def lower_expand(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
-    shape = [int(s) for s in lw.require_const(node, 1, "Expand shape").reshape(-1)]
+    known = lw.const(node.input[1])
+    if known is None:
+        # a shape read from a free dim at run time: broadcast against zeros of that shape
+        np_type = lw.types.nptype_from_builtin(x.dtype)
+        if np_type == np.bool_:
+            raise NotLowerable("Expand of a boolean tensor to a run-time shape")
+        zeros = lw.mb.fill(shape=lw.var(node.input[1]), value=np_type(0).item())
+        return [lw.mb.add(x=x, y=zeros, name=lw.name(node))]
+    shape = [int(s) for s in known.reshape(-1)]
     dims = list(x.shape)
     if all(_is_static(d) for d in dims):
         target = list(np.broadcast_shapes(tuple(int(d) for d in dims), tuple(shape)))
