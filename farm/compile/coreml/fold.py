@@ -80,6 +80,9 @@ def _try_fold(
         return None
     if node.op_type in ("Shape", "Size"):
         return _fold_shape(node, shapes)
+    if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value":
+        # the common case, read directly: exporters emit thousands of these
+        return [numpy_helper.to_array(node.attribute[0].t)]
     if not all(name == "" or name in constants for name in node.input):
         return None
     feeds = {name: constants[name] for name in node.input if name}
