@@ -88,13 +88,13 @@ def agent(
         raise UsageError("farm agent needs the cluster: --address HEAD:PORT (or $RAY_ADDRESS)")
     profiles, settings = fleet_settings(state, adb, simulated)
     log_to_stderr()
-    stop = stop_on_signals()
     config = NodeAgentConfig(
         platforms=default_platforms(simulated="simulated_units" in settings.extra),
         cache_dir=Path(state.home.root) / "agent-artifacts",
         rediscover_s=rediscover_s,
     )
     with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
+        stop = stop_on_signals()  # after ray.init, which installs handlers of its own
         node = NodeAgent(config, settings, profiles)
         click.echo(f"farm agent on node {node.node_id[:12]}: serving {', '.join(config.platforms)}", err=True)
         try:

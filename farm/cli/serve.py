@@ -72,7 +72,6 @@ def serve(
     address = address or os.environ.get("RAY_ADDRESS") or None
     profiles, settings = fleet_settings(state, (), simulated)
     log_to_stderr()
-    stop = stop_on_signals()
     home = state.home.ensure()
     with ResultsStore(home.store_path) as store:
         for run_id in interrupt_orphans(store):
@@ -80,6 +79,7 @@ def serve(
                 f"run {run_id} was left running by a controller that died: marked interrupted", err=True
             )
     with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
+        stop = stop_on_signals()  # after ray.init, which installs handlers of its own
         node_id = ray.get_runtime_context().get_node_id()
         fleet = _start_fleet(node_id)
         threads: list[threading.Thread] = []

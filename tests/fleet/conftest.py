@@ -54,7 +54,7 @@ class Fleet:
             line = self.probe.stdout.readline()
             if not line:
                 raise RuntimeError("the fleet probe exited")
-        result: list[dict[str, Any]] = json.loads(line[len("UNITS "):])
+        result: list[dict[str, Any]] = json.loads(line[len("UNITS ") :])
         return result
 
 

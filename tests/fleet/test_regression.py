@@ -109,3 +109,13 @@ def test_a_bad_suite_names_its_file_and_field(tmp_path: Path, text: str, message
     with pytest.raises(UsageError, match=message) as info:
         load_suite(path)
     assert str(path) in str(info.value)
+
+
+def test_run_to_run_drift_in_the_history_raises_the_bar() -> None:
+    base, new = samples(10.0, 30, 1), samples(11.5, 30, 2)
+    assert compare_latency(base, new).regressed
+    steady = [10.0, 10.1, 9.9, 10.0, 10.05]
+    drifting = [10.0, 11.4, 9.8, 11.6, 10.1]
+    assert compare_latency(base, new, history=steady).regressed
+    verdict = compare_latency(base, new, history=drifting)
+    assert not verdict.regressed and verdict.noise_floor is not None and verdict.noise_floor > 1.15
