@@ -11,8 +11,13 @@ from farm.errors import DeviceError
 
 def test_percentile_only_runners_keep_their_percentiles() -> None:
     """onnxruntime_perf_test prints percentiles, not samples: report them, and no made-up spread."""
-    run = DeviceRun(load_ms=10.0, first_inference_ms=math.nan, samples_ms=[], outputs={},
-                    latency_summary_ms={"p50": 4.0, "p90": 4.5, "p99": 6.0, "mean": 4.2, "min": 3.9})
+    run = DeviceRun(
+        load_ms=10.0,
+        first_inference_ms=math.nan,
+        samples_ms=[],
+        outputs={},
+        latency_summary_ms={"p50": 4.0, "p90": 4.5, "p99": 6.0, "mean": 4.2, "min": 3.9},
+    )
     latency = latency_document(run)
     assert (latency["p50"], latency["p99"], latency["mean"]) == (4.0, 6.0, 4.2)
     assert latency["std"] is None and latency["cv"] is None and latency["samples"] == []
