@@ -15,7 +15,7 @@ from farm.cli.context import CliState, handles_errors
 STATUS_EVERY_S = 60.0
 
 
-def _start_fleet(node_id: str) -> Any:
+def _start_fleet(node_id: str, submitter_timeout_s: float) -> Any:
     import ray
 
     from farm.controller.cluster import RAY_NAMESPACE
@@ -50,6 +50,14 @@ def _start_fleet(node_id: str) -> Any:
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Where /metrics listens.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus /metrics on this port (0: any free port).")
 @click.option("--simulated", type=int, help="Embedded only: also serve N simulated units (load tests).")
+@click.option(
+    "--submitter-timeout",
+    "submitter_timeout_s",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Drop the queued jobs of a submitter silent for this many seconds (killed).",
+)
 @click.pass_obj
 @handles_errors
 def serve(
@@ -59,6 +67,7 @@ def serve(
     metrics_host: str,
     metrics_port: int | None,
     simulated: int | None,
+    submitter_timeout_s: float,
 ) -> None:
     """Run the farm controller: the device registry, the job queue, /metrics."""
     import ray
@@ -81,7 +90,7 @@ def serve(
     with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
         stop = stop_on_signals()  # after ray.init, which installs handlers of its own
         node_id = ray.get_runtime_context().get_node_id()
-        fleet = _start_fleet(node_id)
+        fleet = _start_fleet(node_id, submitter_timeout_s)
         threads: list[threading.Thread] = []
         local: NodeAgent | None = None
         if address is None:

@@ -31,6 +31,8 @@ FLEET_ACTOR_NAME = "fleet"
 #: how often the fleet asks Ray which nodes are alive, and checks placement deadlines
 DEFAULT_HEALTH_PERIOD_S = 1.0
 OVERHEAD_SAMPLES = 10_000
+#: a submitter that has not polled for this long is gone (killed): its queued jobs are dropped
+DEFAULT_SUBMITTER_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -65,9 +67,16 @@ class UnitEntry:
 class FleetActorImpl:
     """The plain class; `fleet_actor_class()` makes it an asyncio Ray actor."""
 
-    def __init__(self, health_period_s: float = DEFAULT_HEALTH_PERIOD_S) -> None:
+    def __init__(
+        self,
+        health_period_s: float = DEFAULT_HEALTH_PERIOD_S,
+        submitter_timeout_s: float = DEFAULT_SUBMITTER_TIMEOUT_S,
+    ) -> None:
         self.schedule = Schedule()
         self.health_period_s = health_period_s
+        self.submitter_timeout_s = submitter_timeout_s
+        #: monotonic time of each submission's last poll: a submitter that stops polling is gone
+        self._last_poll: dict[str, float] = {}
         self.events: dict[str, list[JobEvent]] = {}
         self._signals: dict[str, asyncio.Event] = {}
         self._wake: asyncio.Event | None = None
@@ -133,11 +142,13 @@ class FleetActorImpl:
 
     async def submit(self, submission: str, specs: list[JobSpec]) -> None:
         self.events.setdefault(submission, [])
+        self._last_poll[submission] = time.monotonic()
         self.schedule.enqueue(submission, specs)
         self._kick()
 
     async def poll(self, submission: str, timeout_s: float) -> list[JobEvent]:
         """The submission's events since the last poll; waits up to `timeout_s` for one."""
+        self._last_poll[submission] = time.monotonic() + timeout_s
         if not self.events.get(submission):
             signal = self._signals.setdefault(submission, asyncio.Event())
             signal.clear()
@@ -148,6 +159,7 @@ class FleetActorImpl:
 
     async def cancel(self, submission: str) -> int:
         dropped = self.schedule.cancel(submission)
+        self._last_poll.pop(submission, None)
         self.events.pop(submission, None)
         self._signals.pop(submission, None)
         return len(dropped)
@@ -198,6 +210,10 @@ class FleetActorImpl:
             if not node.get("Alive", True):
                 for key in self.schedule.mark_node_down(node["NodeID"], "its Ray node died"):
                     log.info("unit %s is down: its node died", key)
+        now = time.monotonic()
+        for submission in [s for s, t in self._last_poll.items() if now - t > self.submitter_timeout_s]:
+            dropped = await self.cancel(submission)
+            log.info("submission %s stopped polling: dropped its %d queued job(s)", submission, dropped)
         waiting, expired = self.schedule.unplaceable()
         for job in waiting:
             self._emit(

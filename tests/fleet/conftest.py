@@ -38,6 +38,19 @@ class Fleet:
     #: a driver process of the cluster that answers "units" with the fleet's units as JSON; the test
     #: process itself stays out of Ray (other test modules may hold an embedded Ray of their own)
     probe: subprocess.Popen[str]
+    serves: list[subprocess.Popen[bytes]]
+
+    @property
+    def serve(self) -> subprocess.Popen[bytes]:
+        return self.serves[-1]
+
+    def restart_serve(self) -> None:
+        """A new controller; the agents find it and register their units again within a second."""
+        self.serves.append(start_serve(self.cluster, self.home))
+        expected = len(WORKERS) * (1 + SIMULATED_PER_NODE)
+        wait_for(
+            lambda: sum(1 for u in self.units() if u["up"]) == expected, 60, "units on the new controller"
+        )
 
     def farm(self, *args: str, timeout_s: float = 120) -> Any:
         return self.cluster.farm(
@@ -54,8 +67,8 @@ class Fleet:
             line = self.probe.stdout.readline()
             if not line:
                 raise RuntimeError("the fleet probe exited")
-        result: list[dict[str, Any]] = json.loads(line[len("UNITS ") :])
-        return result
+        result = json.loads(line[len("UNITS ") :])
+        return result if isinstance(result, list) else []  # no controller right now
 
 
 PROBE = """
@@ -86,6 +99,14 @@ def agent_env(root: Path, name: str) -> dict[str, str]:
     }
 
 
+def start_serve(cluster: LocalCluster, home: Path) -> subprocess.Popen[bytes]:
+    farm = str(VENV_BIN / "farm")
+    return cluster.spawn(
+        "serve",
+        [farm, "--home", str(home), "serve", "--address", cluster.address, "--submitter-timeout", "4"],
+    )
+
+
 def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.2) -> None:
     import time
 
@@ -108,7 +129,7 @@ def fleet() -> Iterator[Fleet]:
         cluster.wait_nodes(1 + len(workers))
         home = cluster.root / "home"
         farm = str(VENV_BIN / "farm")
-        cluster.spawn("serve", [farm, "--home", str(home), "serve", "--address", cluster.address])
+        serve = start_serve(cluster, home)
         agents = {
             name: cluster.spawn(
                 f"agent-{name}",
@@ -127,13 +148,12 @@ def fleet() -> Iterator[Fleet]:
         )
         cluster.processes.append(probe)  # type: ignore[arg-type]
         state = Fleet(
-            cluster, home, workers, agents, cluster.root / "unplugged", cluster.root / "slow", probe
+            cluster, home, workers, agents, cluster.root / "unplugged", cluster.root / "slow", probe, [serve]
         )
         expected = len(WORKERS) * (1 + SIMULATED_PER_NODE)
 
         def all_up() -> bool:
-            units = state.units()
-            return isinstance(units, list) and sum(1 for u in units if u["up"]) == expected
+            return sum(1 for u in state.units() if u["up"]) == expected
 
         wait_for(all_up, 90, f"{expected} units registered")
         for node in workers.values():

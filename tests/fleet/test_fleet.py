@@ -224,6 +224,57 @@ def test_nightly_flags_a_slower_device_and_nothing_on_an_aa_rerun(
     assert human.returncode == 0 and "no regressions" in human.stdout
 
 
+def run_jobs_in_store(fleet: Fleet, suite: str) -> tuple[str | None, str | None, list[str]]:
+    """(run id, run status, its jobs' statuses) of the suite's newest run."""
+    with sqlite3.connect(fleet.home / "results.sqlite") as db:
+        row = db.execute(
+            "SELECT run_id, status FROM runs WHERE suite=? ORDER BY created_at DESC LIMIT 1", (suite,)
+        ).fetchone()
+        if row is None:
+            return None, None, []
+        jobs = [r[0] for r in db.execute("SELECT status FROM jobs WHERE run_id=?", (row[0],)).fetchall()]
+    return row[0], row[1], jobs
+
+
+def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
+    fleet: Fleet, tmp_path: Path, tiny_model: Path
+) -> None:
+    models = [make_model(tmp_path, f"c{i}", 8 + i) for i in range(12)]
+    suite = write_suite(tmp_path / "crash.yaml", "crash", models, ["simulated"], runs=600, warmup=0)
+    nightly = spawn_farm(fleet, "crash", "nightly", str(suite), "--address", fleet.cluster.address, "--json")
+    try:
+        wait_for(lambda: len(run_jobs_in_store(fleet, "crash")[2]) >= 2, 90, "two jobs of the suite stored")
+        kill_tree(fleet.serve.pid)  # the controller (and its fleet actor) dies mid-suite
+        _, stderr = nightly.communicate(timeout=60)
+    finally:
+        kill_tree(nightly.pid)
+    assert nightly.returncode == 7, stderr[-2000:]
+    assert "lost the farm controller" in " ".join(stderr.split())
+    run_id, status, jobs = run_jobs_in_store(fleet, "crash")
+    assert status == "interrupted" and len(jobs) >= 2 and set(jobs) == {"ok"}
+
+    fleet.restart_serve()
+    killed = spawn_farm(fleet, "crash2", "nightly", str(suite), "--address", fleet.cluster.address)
+    try:
+        wait_for(
+            lambda: run_jobs_in_store(fleet, "crash")[0] not in (None, run_id), 60, "the second run to start"
+        )
+        kill_tree(killed.pid)  # the submitter dies without a word: its run stays "running" for now
+    finally:
+        kill_tree(killed.pid)
+    second, status, _ = run_jobs_in_store(fleet, "crash")
+    assert status == "running"
+    done = fleet.farm(
+        "submit", str(tiny_model), "--devices", "simulated", "--runs", "3", "--address", fleet.cluster.address
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    with sqlite3.connect(fleet.home / "results.sqlite") as db:
+        (status,) = db.execute("SELECT status FROM runs WHERE run_id=?", (second,)).fetchone()
+    assert status == "interrupted"
+    # the dead submitter's queued jobs were dropped: the fleet goes idle
+    wait_for(lambda: not busy_units(fleet), 30, "the fleet to drop the dead submitter's jobs")
+
+
 def test_killing_a_worker_node_mid_suite_loses_no_job(fleet: Fleet, tmp_path: Path) -> None:
     models = [make_model(tmp_path, f"k{i}", 8 + i) for i in range(8)]
     suite = write_suite(tmp_path / "survive.yaml", "survive", models, ["simulated"], runs=400, warmup=0)
