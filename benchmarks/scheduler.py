@@ -3,7 +3,9 @@
     unshare -n sh -c 'ip link set lo up && .venv/bin/python benchmarks/scheduler.py'
 
 Defaults: 200 units on 4 worker nodes, 2000 jobs of mixed durations (0.2-0.6 s, 0.8-1.6 s,
-2.4-4.8 s in equal shares, scaled down from minutes so the run takes a few minutes on 2 cores). The real
+2.4-4.8 s in equal shares, times --scale 3: scaled down from minutes so the run takes a few
+minutes on 2 cores; at --scale 1 the short jobs at the end complete 500 times a second, which
+saturates 2 cores shared by 5 raylets, the racks, the fleet and the driver). The real
 fleet actor (`farm/controller/fleet.py`) schedules them; each node's units are served by one
 asyncio "rack" actor that sleeps for the job's duration (200 actor processes would not fit a
 2-core test machine; the scheduler sees 200 units either way).
@@ -68,7 +70,7 @@ class RackUnit:
         self.run_job = _Method(rack, serial, profile)
 
 
-def specs(count: int, with_history: bool, seed: int) -> list[Any]:
+def specs(count: int, with_history: bool, seed: int, scale: float) -> list[Any]:
     import numpy as np
 
     from agents.base import RunRequest
@@ -81,7 +83,7 @@ def specs(count: int, with_history: bool, seed: int) -> list[Any]:
     out = []
     for i in range(count):
         low, high = DURATIONS_S[int(rng.integers(len(DURATIONS_S)))]
-        duration = float(rng.uniform(low, high))
+        duration = float(rng.uniform(low, high)) * scale
         request = RunRequest(
             artifact=Path("/dev/null"),
             artifact_sha256="0" * 64,
@@ -135,6 +137,12 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=3.0,
+        help="multiply the job durations: completions per second on 2 cores stay below saturation",
+    )
     args = parser.parse_args()
 
     cluster = new_cluster()
@@ -169,9 +177,10 @@ def main() -> None:
             ray.get(fleet.register.remote(node_id, entries))
         units = per_node * args.nodes
         before = ray.get(fleet.memory_bytes.remote())
-        mean_s = statistics.mean(sum(d) / 2 for d in DURATIONS_S)
+        mean_s = statistics.mean(sum(d) / 2 for d in DURATIONS_S) * args.scale
         print(
             f"{units} simulated units on {args.nodes} nodes, {args.jobs} jobs of {DURATIONS_S} s "
+            f"x {args.scale} "
             f"(mean {mean_s:.2f} s); fleet actor RSS before {before / 2**20:.0f} MiB"
         )
         print(
@@ -179,7 +188,7 @@ def main() -> None:
             f"{'gap p90 ms':>10} {'fleet RSS MiB':>13}"
         )
         for label, history in (("submission (FIFO)", False), ("longest first (LPT)", True)):
-            result = run_once(fleet, specs(args.jobs, history, args.seed), units)
+            result = run_once(fleet, specs(args.jobs, history, args.seed, args.scale), units)
             rss = ray.get(fleet.memory_bytes.remote()) / 2**20
             print(
                 f"{label:<22} {result['makespan_s']:>10.2f} {result['lower_bound_s']:>10.2f} "

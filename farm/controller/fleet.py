@@ -37,7 +37,7 @@ DEFAULT_SUBMITTER_TIMEOUT_S = 30.0
 
 @dataclass
 class JobEvent:
-    """What happened to a job: waiting | started | retrying | done | failed."""
+    """What happened to a job: waiting | retrying | done | failed (which unit runs what: `units()`)."""
 
     job_id: str
     kind: str
@@ -255,12 +255,6 @@ class FleetActorImpl:
             task = asyncio.get_running_loop().create_task(self._finish(job, slot, ref, time.time()))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            self._emit(
-                job.submission,
-                JobEvent(
-                    job.spec.job_id, "started", unit=slot.key, queued_at=job.queued_at, started_at=time.time()
-                ),
-            )
 
     async def _finish(self, job: QueuedJob, slot: UnitSlot, ref: Any, started_at: float) -> None:
         from farm.controller.queue import Attempt
