@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ MAX_SHIPPED_BYTES = 512 * 1024 * 1024
 class FleetClient:
     fleet: Any
     embedded: bool
+    #: embedded: platform -> why its discovery failed on this host
+    discovery_errors: dict[str, str] = field(default_factory=dict)
 
     def units(self) -> list[dict[str, Any]]:
         import ray
@@ -52,6 +54,9 @@ class FleetClient:
         for selector in selectors:
             if not any(u.profile == selector.profile and selector.serial in (None, u.serial) for u in units):
                 attached = ", ".join(sorted(u.name for u in units)) or "none"
+                attached += "".join(
+                    f"; {p} discovery failed: {e}" for p, e in sorted(self.discovery_errors.items())
+                )
                 raise SchedulingError(
                     f"no unit of {selector} is attached to this host (attached: {attached})"
                 )
@@ -122,7 +127,7 @@ def fleet_client(
         fleet = fleet_actor_class().options(scheduling_strategy=node_strategy(agent.node_id)).remote()
         try:
             agent.register(fleet)
-            yield FleetClient(fleet=fleet, embedded=True)
+            yield FleetClient(fleet=fleet, embedded=True, discovery_errors=dict(agent.errors))
         finally:
             agent.close()
             ray.kill(fleet)

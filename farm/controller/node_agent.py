@@ -64,10 +64,11 @@ class NodeAgent:
         for platform in self.config.platforms:
             try:
                 units = discover_units(platform, self.settings)
-            except FarmError as exc:  # one platform's trouble (no usbmuxd) must not hide the others
-                if self.errors.get(platform) != str(exc):
-                    log.warning("cannot discover %s units: %s", platform, exc)
-                self.errors[platform] = str(exc)
+            except Exception as exc:  # one platform's trouble (no usbmuxd) must not hide the others
+                reason = str(exc) if isinstance(exc, FarmError) else f"{type(exc).__name__}: {exc}"
+                if self.errors.get(platform) != reason:
+                    log.warning("cannot discover %s units: %s", platform, reason)
+                self.errors[platform] = reason
                 continue
             self.errors.pop(platform, None)
             found += [u for u in units if u.profile in self.profiles]
