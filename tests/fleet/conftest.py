@@ -23,7 +23,7 @@ SIMULATED_PER_NODE = 2
 SIMULATED_LATENCY_MS = 2.0
 
 
-def _only_loopback() -> bool:
+def only_loopback() -> bool:
     return all(name == "lo" for _, name in socket.if_nameindex())
 
 
@@ -120,7 +120,7 @@ def wait_for(predicate: Any, timeout_s: float, what: str, interval_s: float = 0.
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[Fleet]:
-    if not _only_loopback():
+    if not only_loopback():
         pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
     cluster = new_cluster()
     try:
