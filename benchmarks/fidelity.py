@@ -62,23 +62,31 @@ def main(models: list[Path]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             home = FarmHome(Path(tmp))
             for model in models:
-                request = SubmitRequest(model_path=model, devices="host-cpu", runs=RUNS, warmup=WARMUP,
-                                        intra_op_threads=THREADS)
+                request = SubmitRequest(
+                    model_path=model, devices="host-cpu", runs=RUNS, warmup=WARMUP, intra_op_threads=THREADS
+                )
                 inputs = prepare(request, profiles).inputs
                 ratios, overheads, bares, farms = [], [], [], []
                 for _ in range(ROUNDS):
                     bare = bare_p50(model, inputs)
                     start = time.perf_counter()
-                    document = submit(request, home=home, profiles=profiles,
-                                      settings=AgentSettings(profiles=profiles), cluster=ClusterConfig())
+                    document = submit(
+                        request,
+                        home=home,
+                        profiles=profiles,
+                        settings=AgentSettings(profiles=profiles),
+                        cluster=ClusterConfig(),
+                    )
                     wall = time.perf_counter() - start
                     job = document["jobs"][0]
                     farms.append(job["latency_ms"]["p50"])
                     bares.append(bare)
                     ratios.append(job["latency_ms"]["p50"] / bare)
                     overheads.append(wall - job["duration_s"])
-                print(f"{model.stem:<16} {statistics.median(bares):>12.3f} {statistics.median(farms):>12.3f} "
-                      f"{statistics.median(ratios):>7.3f} {statistics.median(overheads):>15.2f}")
+                print(
+                    f"{model.stem:<16} {statistics.median(bares):>12.3f} {statistics.median(farms):>12.3f} "
+                    f"{statistics.median(ratios):>7.3f} {statistics.median(overheads):>15.2f}"
+                )
     finally:
         ray.shutdown()
 

@@ -82,10 +82,21 @@ def _tolerance(text: str | None) -> Tolerance | None:
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
 @click.option("--address", help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray).")
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
-@click.option("--attempts", type=int, default=3, show_default=True,
-              help="Tries of a job whose unit disconnects or dies, on other units of its profile.")
-@click.option("--placement-deadline", "placement_deadline_s", type=float, default=600.0, show_default=True,
-              help="Seconds a job waits while no unit of its profile is up, before it fails.")
+@click.option(
+    "--attempts",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Tries of a job whose unit disconnects or dies, on other units of its profile.",
+)
+@click.option(
+    "--placement-deadline",
+    "placement_deadline_s",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="Seconds a job waits while no unit of its profile is up, before it fails.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
