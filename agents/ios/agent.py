@@ -50,7 +50,7 @@ DEFAULT_THERMAL_WAIT_FOR = "nominal"
 
 @dataclass(frozen=True)
 class IosOptions:
-    """The iOS agent's settings, read from `AgentSettings.extra` (keys `ios.*`)."""
+    """The iOS agent's settings, read from `AgentSettings.extra` (keys `ios_*`, from `FARM_AGENT_IOS_*`)."""
 
     bundle_id: str | None = None
     app_package: Path | None = None
@@ -65,29 +65,29 @@ class IosOptions:
     @classmethod
     def from_extra(cls, extra: dict[str, str]) -> IosOptions:
         known = {
-            "ios.bundle_id", "ios.app_package", "ios.udids", "ios.usbmux_address", "ios.tunneld",
-            "ios.connection", "ios.poll_s", "ios.thermal_deadline_s", "ios.thermal_wait_for",
+            "ios_bundle_id", "ios_app_package", "ios_udids", "ios_usbmux_address", "ios_tunneld",
+            "ios_connection", "ios_poll_s", "ios_thermal_deadline_s", "ios_thermal_wait_for",
         }  # fmt: skip
-        unknown = sorted(k for k in extra if k.startswith("ios.") and k not in known)
+        unknown = sorted(k for k in extra if k.startswith("ios_") and k not in known)
         if unknown:
             raise UsageError(f"unknown iOS agent setting {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        tunneld = extra.get("ios.tunneld")
-        connection = extra.get("ios.connection", "usb")
+        tunneld = extra.get("ios_tunneld")
+        connection = extra.get("ios_connection", "usb")
         if connection not in ("usb", "any"):
-            raise UsageError(f"ios.connection must be 'usb' or 'any', got {connection!r}")
+            raise UsageError(f"ios_connection must be 'usb' or 'any', got {connection!r}")
         try:
             return cls(
-                bundle_id=extra.get("ios.bundle_id"),
-                app_package=Path(extra["ios.app_package"]) if "ios.app_package" in extra else None,
-                udids=tuple(u.strip() for u in extra.get("ios.udids", "").split(",") if u.strip()),
-                usbmux_address=extra.get("ios.usbmux_address"),
+                bundle_id=extra.get("ios_bundle_id"),
+                app_package=Path(extra["ios_app_package"]) if "ios_app_package" in extra else None,
+                udids=tuple(u.strip() for u in extra.get("ios_udids", "").split(",") if u.strip()),
+                usbmux_address=extra.get("ios_usbmux_address"),
                 tunneld_address=_host_port(tunneld) if tunneld else DEFAULT_TUNNELD_ADDRESS,
                 usb_only=connection == "usb",
-                poll_s=float(extra.get("ios.poll_s", DEFAULT_POLL_S)),
-                thermal_deadline_s=float(extra["ios.thermal_deadline_s"])
-                if "ios.thermal_deadline_s" in extra
+                poll_s=float(extra.get("ios_poll_s", DEFAULT_POLL_S)),
+                thermal_deadline_s=float(extra["ios_thermal_deadline_s"])
+                if "ios_thermal_deadline_s" in extra
                 else None,
-                thermal_wait_for=extra.get("ios.thermal_wait_for", DEFAULT_THERMAL_WAIT_FOR),
+                thermal_wait_for=extra.get("ios_thermal_wait_for", DEFAULT_THERMAL_WAIT_FOR),
             )
         except ValueError as exc:
             raise UsageError(f"bad iOS agent setting: {exc}") from None
@@ -96,7 +96,7 @@ class IosOptions:
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
-        raise UsageError(f"ios.tunneld must be host:port, got {text!r}")
+        raise UsageError(f"ios_tunneld must be host:port, got {text!r}")
     return host, int(port)
 
 

@@ -49,7 +49,7 @@ def ensure_installed(link: DeviceLink, bundle_id: str, package: Path | None) -> 
         if current is None:
             raise DeviceError(
                 f"{link.serial}: {bundle_id} is not installed and no app package was given",
-                hint="set ios.app_package to the FarmRunner .ipa (docs/ios-runner.md builds one)",
+                hint="set ios_app_package to the FarmRunner .ipa (docs/ios-runner.md builds one)",
             )
         return "kept"
     wanted = package_version(package)

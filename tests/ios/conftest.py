@@ -91,9 +91,9 @@ def runner_package(tmp_path: Path) -> Callable[[str], Path]:
 @pytest.fixture
 def settings(profiles: dict[str, DeviceProfile], runner_package: Callable[[str], Path]) -> AgentSettings:
     extra = {
-        "ios.app_package": str(runner_package("7")),
-        "ios.poll_s": "0.01",
-        "ios.thermal_deadline_s": "2",
+        "ios_app_package": str(runner_package("7")),
+        "ios_poll_s": "0.01",
+        "ios_thermal_deadline_s": "2",
     }
     return AgentSettings(profiles=profiles, io_timeout_s=10.0, extra=extra)
 

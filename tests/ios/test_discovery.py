@@ -51,7 +51,7 @@ def test_udids_setting_restricts_the_units(
     make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]
 ) -> None:
     phones = [make_phone(udid="00008120-0000000000000001"), make_phone(udid="00008120-0000000000000002")]
-    agent = make_agent(*phones, extra={"ios.udids": "00008120-0000000000000002"})
+    agent = make_agent(*phones, extra={"ios_udids": "00008120-0000000000000002"})
 
     assert [u.serial for u in agent.discover()] == ["00008120-0000000000000002"]
 
@@ -91,9 +91,9 @@ def test_a_phone_that_refuses_pairing_is_an_auth_error_not_a_lost_one(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"ios.bundleid": "x"}, "unknown iOS agent setting 'ios.bundleid'"),
-        ({"ios.tunneld": "localhost"}, "ios.tunneld must be host:port"),
-        ({"ios.connection": "wifi"}, "ios.connection must be 'usb' or 'any'"),
+        ({"ios_bundleid": "x"}, "unknown iOS agent setting 'ios_bundleid'"),
+        ({"ios_tunneld": "localhost"}, "ios_tunneld must be host:port"),
+        ({"ios_connection": "wifi"}, "ios_connection must be 'usb' or 'any'"),
     ],
 )
 def test_bad_settings_are_usage_errors(extra: dict[str, str], message: str) -> None:

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.device
 
 @pytest.fixture
 def real_agent(profiles: dict[str, DeviceProfile]) -> Iterator[IosAgent]:
-    extra = {"ios.thermal_deadline_s": "120"}
+    extra = {"ios_thermal_deadline_s": "120"}
     if os.environ.get("FARM_IOS_APP_PACKAGE"):
-        extra["ios.app_package"] = os.environ["FARM_IOS_APP_PACKAGE"]
+        extra["ios_app_package"] = os.environ["FARM_IOS_APP_PACKAGE"]
     agent = IosAgent(AgentSettings(profiles=profiles, extra=extra))
     try:
         yield agent

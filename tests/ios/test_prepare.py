@@ -45,7 +45,7 @@ def test_a_new_farmrunner_version_is_an_upgrade(
     runner_package: Callable[[str], Path],
 ) -> None:
     phone = make_phone()  # version 7 installed
-    agent = make_agent(phone, extra={"ios.app_package": str(runner_package("8"))})
+    agent = make_agent(phone, extra={"ios_app_package": str(runner_package("8"))})
     (unit,) = agent.discover()
 
     agent.prepare(unit, make_request())
@@ -60,12 +60,12 @@ def test_without_the_app_or_a_package_prepare_says_what_to_do(
     make_request: Callable[..., RunRequest],
 ) -> None:
     phone = make_phone(installed=False)
-    agent = make_agent(phone, drop=("ios.app_package",))
+    agent = make_agent(phone, drop=("ios_app_package",))
     (unit,) = agent.discover()
 
     with pytest.raises(DeviceError, match="not installed") as caught:
         agent.prepare(unit, make_request())
-    assert "ios.app_package" in caught.value.hint
+    assert "ios_app_package" in caught.value.hint
 
 
 def test_the_model_and_inputs_are_pushed_once_per_hash(

@@ -73,7 +73,7 @@ def test_a_phone_that_stays_hot_fails_the_job_at_the_thermal_deadline(
 ) -> None:
     phone = make_phone()
     phone.thermal_readings = ["serious"]
-    agent = make_agent(phone, extra={"ios.thermal_deadline_s": "0.2"})
+    agent = make_agent(phone, extra={"ios_thermal_deadline_s": "0.2"})
     (unit,) = agent.discover()
 
     with pytest.raises(DeviceTimeoutError, match="did not cool down"):
@@ -84,7 +84,7 @@ def test_an_app_that_never_writes_its_result_times_out_and_is_ended(
     make_agent: MakeAgent, make_phone: MakePhone, make_request: MakeRequest
 ) -> None:
     phone = make_phone(behaviour="silent")
-    agent = make_agent(phone, extra={"ios.thermal_deadline_s": "0"})
+    agent = make_agent(phone, extra={"ios_thermal_deadline_s": "0"})
     (unit,) = agent.discover()
 
     started = time.monotonic()

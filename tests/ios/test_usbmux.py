@@ -15,7 +15,7 @@ WIFI_PHONE = (9, "00008110-000E44540A2A801E", "Network")
 
 
 def agent_on(address: str, profiles: dict[str, DeviceProfile]) -> IosAgent:
-    return IosAgent(AgentSettings(profiles=profiles, io_timeout_s=5.0, extra={"ios.usbmux_address": address}))
+    return IosAgent(AgentSettings(profiles=profiles, io_timeout_s=5.0, extra={"ios_usbmux_address": address}))
 
 
 def test_discovery_lists_usb_phones_and_a_refused_connection_is_a_lost_device(
