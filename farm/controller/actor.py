@@ -10,11 +10,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.base import AgentSettings, DeviceRun, DeviceUnit, Health, RunRequest
+from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 from agents.registry import agent_class
 
 #: a host's own unit takes its serial from this setting (FARM_AGENT_HOST_SERIAL) when set, so
@@ -35,9 +36,17 @@ class JobOnUnit:
 class DeviceActorImpl:
     """The plain class; `device_actor_class()` makes it a Ray actor."""
 
-    def __init__(self, unit: DeviceUnit, settings: AgentSettings, cache_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        unit: DeviceUnit,
+        settings: AgentSettings,
+        cache_dir: str | None = None,
+        agent_factory: Callable[[AgentSettings], DeviceAgent] | None = None,
+    ) -> None:
         self.unit = unit
-        self.agent = agent_class(unit.platform)(settings)
+        # `agent_factory` (picklable) builds the agent in the actor's process: a platform whose
+        # transport is a test's fake reaches the same actor code as a real one
+        self.agent = (agent_factory or agent_class(unit.platform))(settings)
         self.cache_dir = Path(cache_dir) if cache_dir else None
 
     def describe(self) -> dict[str, Any]:
