@@ -71,10 +71,12 @@ def report(
     if as_json:
         sys.stdout.write(json.dumps(built.to_dict(), default=json_default) + "\n")
         return
-    from rich.console import Console
+    from farm.reports.side_by_side import side_by_side_table
+    from farm.reports.terminal import stdout_console
 
-    console = Console()
+    console = stdout_console()
     console.print(f"[bold]run {run['run_id']}[/bold]" + (f" against {against['run_id']}" if against else ""))
+    console.print(side_by_side_table(built.columns))
     if not built.findings:
         console.print("no differences worth naming")
     for index, finding in enumerate(built.findings, start=1):

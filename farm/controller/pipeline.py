@@ -140,6 +140,9 @@ def _compile_all(
     request: SubmitRequest, prepared: Prepared, home: FarmHome, progress: Progress
 ) -> dict[Target, CompiledArtifact | FarmError]:
     store = ArtifactStore(home.artifacts)
+    # the source model too, under its own hash: `farm report` finds it there after the user's
+    # copy has moved, for op alignment and the pre-flight comparison
+    store.put(prepared.info.path, "model.onnx")
     compiled: dict[Target, CompiledArtifact | FarmError] = {}
     for target in sorted({t for _, t in prepared.plan}):
         progress.stage(f"compiling for {target}")

@@ -93,3 +93,13 @@ def test_html_is_self_contained(host_runs: HostRuns, tmp_path: Path) -> None:
     assert html.count("<svg") >= 4 and "<table" in html
     for external in ('src="http', "src='http", 'href="http', "@import", "url(http"):
         assert external not in html
+
+
+def test_terminal_puts_two_runs_side_by_side(host_runs: HostRuns) -> None:
+    done = farm(host_runs.home, "report", host_runs.first["run_id"], "--against", host_runs.second["run_id"])
+    assert done.returncode == 0, done.stderr
+    assert "Side by side" in done.stdout
+    for run in (host_runs.first, host_runs.second):
+        p50 = run["jobs"][0]["latency_ms"]["p50"]
+        assert f"{p50:.3f}" in done.stdout  # each run's measured p50 is in its column
+    assert "nodes before -> after" in done.stdout and "61 -> 25" in done.stdout
