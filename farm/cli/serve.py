@@ -105,11 +105,19 @@ def serve(
         metrics = None
         if metrics_port is not None:
             from farm.metrics.server import start_metrics_server
+            from farm.reports.web import RUNS_PATH, reports_app
 
             metrics = start_metrics_server(
-                home.store_path, metrics_host, metrics_port, FleetStateClient(fleet)
+                home.store_path,
+                metrics_host,
+                metrics_port,
+                FleetStateClient(fleet),
+                others=reports_app(home.store_path, home.artifacts),
             )
-            click.echo(f"metrics on {metrics.url}", err=True)
+            click.echo(
+                f"metrics on {metrics.url}; run reports on {metrics.url.removesuffix('/metrics')}{RUNS_PATH}",
+                err=True,
+            )
         for thread in threads:
             thread.start()
         where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"

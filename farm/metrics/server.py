@@ -38,16 +38,20 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def metrics_app(metrics: WsgiApp) -> WsgiApp:
-    """`/metrics` answers with the metrics; `/` points there; anything else is 404."""
+def metrics_app(metrics: WsgiApp, others: WsgiApp | None = None) -> WsgiApp:
+    """`/metrics` answers with the metrics; `/` points there; other paths go to `others`
+    (`farm serve` passes the reports of stored runs), else 404."""
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if path == METRICS_PATH:
             return metrics(environ, start_response)
+        if others is not None and path != "/":
+            return others(environ, start_response)
         if path == "/":
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
-            return [b"farm exporter: metrics at /metrics\n"]
+            more = ", reports of stored runs at /runs/" if others is not None else ""
+            return [f"farm exporter: metrics at /metrics{more}\n".encode()]
         start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
         return [b"not found: metrics are at /metrics\n"]
 
@@ -87,13 +91,14 @@ def start_metrics_server(
     host: str = DEFAULT_METRICS_HOST,
     port: int = DEFAULT_METRICS_PORT,
     fleet: FleetStateSource | None = None,
+    others: WsgiApp | None = None,
 ) -> MetricsServer:
     """Serve `farm_*` metrics of the store at `store_path` (and `fleet`, when given) on host:port.
 
     Port 0 picks a free port; the returned server's `.port` says which.
     """
     collector = FarmCollector(store_path, fleet)
-    app = metrics_app(CachedExposition(collector))
+    app = metrics_app(CachedExposition(collector), others)
 
     class Server(ThreadingWSGIServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET

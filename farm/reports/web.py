@@ -1,0 +1,78 @@
+"""The reports of stored runs over HTTP, for `farm serve`: `/runs/` lists them, `/runs/<id>` is
+one run's HTML report (`?against=<id>` puts a second run beside it).
+
+Rendering skips the host fp16 prediction (seconds per report); `farm report --html` has it.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from farm.errors import FarmError
+
+StartResponse = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+RUNS_PATH = "/runs/"
+INDEX_LIMIT = 200
+
+
+def _send(start_response: StartResponse, status: str, body: str, kind: str = "text/html") -> list[bytes]:
+    data = body.encode("utf-8")
+    start_response(status, [("Content-Type", f"{kind}; charset=utf-8"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def _index(store_path: Path) -> str:
+    from farm.store import ResultsStore
+
+    with ResultsStore(store_path) as store:
+        rows = [
+            f'<tr><td><a href="{RUNS_PATH}{quote(r.run_id)}">{html.escape(r.run_id)}</a></td>'
+            f"<td>{time.strftime('%Y-%m-%d %H:%M', time.gmtime(r.created_at))}</td>"
+            f"<td>{html.escape(r.kind)}</td>"
+            f"<td>{html.escape(str(r.document.get('model', {}).get('name') or r.suite or '-'))}</td>"
+            f"<td>{html.escape(r.status)}</td></tr>"
+            for r in store.runs(limit=INDEX_LIMIT)
+        ]
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>farm runs</title></head><body>"
+        "<h1>farm runs</h1><table><tr><th>run</th><th>when (UTC)</th><th>kind</th><th>model or suite</th>"
+        "<th>status</th></tr>" + "".join(rows) + "</table></body></html>"
+    )
+
+
+def _report(store_path: Path, artifacts_root: Path, run_id: str, against_id: str | None) -> str:
+    from farm.cli.runs import load_run
+    from farm.reports.document import build_report
+    from farm.reports.html import render_report
+    from farm.store import ResultsStore
+
+    with ResultsStore(store_path) as store:
+        run = load_run(store, run_id)
+        against = load_run(store, against_id) if against_id else None
+    report = build_report(run, against, artifacts_root=artifacts_root, predict_precision=False)
+    return render_report(report)
+
+
+def reports_app(store_path: Path, artifacts_root: Path) -> WsgiApp:
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if not path.startswith(RUNS_PATH):
+            return _send(start_response, "404 Not Found", "not found: reports are at /runs/\n", "text/plain")
+        run_id = path[len(RUNS_PATH) :].strip("/")
+        try:
+            if not store_path.exists():
+                return _send(start_response, "404 Not Found", "no runs stored yet\n", "text/plain")
+            if not run_id:
+                return _send(start_response, "200 OK", _index(store_path))
+            against = parse_qs(environ.get("QUERY_STRING") or "").get("against", [None])[0]
+            return _send(start_response, "200 OK", _report(store_path, artifacts_root, run_id, against))
+        except FarmError as exc:
+            return _send(start_response, "404 Not Found", f"{exc.message}\n", "text/plain")
+
+    return app
