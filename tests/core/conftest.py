@@ -29,7 +29,7 @@ def model(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_session() -> Iterator[None]:
     """One embedded Ray for the in-process CLI tests (`farm submit` reuses a running one)."""
     import ray
