@@ -196,8 +196,10 @@ def test_nightly_flags_a_slower_device_and_nothing_on_an_aa_rerun(
     fleet: Fleet, tmp_path: Path, tiny_model: Path
 ) -> None:
     suite = write_suite(
-        tmp_path / "regress.yaml", "regress", [tiny_model], ["simulated:n2-1", "simulated:n3-1"], runs=30
+        tmp_path / "regress.yaml", "regress", [tiny_model], ["simulated:n2-1", "simulated:n3-1"], runs=80
     )
+    # 80 samples a job: with the simulated units' 5 % log-normal jitter, an A/A median ratio past the
+    # 5 % minimum effect is a 5-sigma event (at 30 samples it was 3 sigma, and a CI run met one)
     address = ("--address", fleet.cluster.address)
     first = fleet.farm("nightly", str(suite), *address, "--json")
     assert first.returncode == 0, first.stderr[-2000:]
