@@ -58,7 +58,8 @@ class FleetClient:
                     f"; {p} discovery failed: {e}" for p, e in sorted(self.discovery_errors.items())
                 )
                 raise SchedulingError(
-                    f"no unit of {selector} is attached to this host (attached: {attached})"
+                    f"no unit of {selector} is attached to this host "
+                    f"(units found of the platforms asked for: {attached})"
                 )
 
     def ship(self, path: Path) -> Any:
