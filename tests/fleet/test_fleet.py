@@ -187,8 +187,9 @@ def test_an_interactive_submit_is_not_starved_by_a_big_nightly(
     (job,) = run_json(interactive)["jobs"]
     big = parse(stdout, _stderr)
     assert job["status"] == "ok" and len(big["jobs"]) == 16 and all(j["status"] == "ok" for j in big["jobs"])
-    # it waited for one unit to come free, not for the 12 nightly jobs still queued
-    assert job["started_at"] - job["queued_at"] < 3.0
+    # it waited for one unit to come free (about one nightly job), not for the 12 still queued
+    longest_nightly_job_s = max(j["duration_s"] for j in big["jobs"])
+    assert job["started_at"] - job["queued_at"] < 1.5 * longest_nightly_job_s
     assert sum(1 for j in big["jobs"] if j["started_at"] > job["started_at"]) >= 4
 
 
