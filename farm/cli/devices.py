@@ -46,15 +46,42 @@ def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any
     return units, problems
 
 
+def _fleet_units(state: CliState, address: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every unit the controller at `address` knows, on every host, with whether it is up and busy."""
+    from farm.controller.client import fleet_client
+    from farm.controller.cluster import ClusterConfig
+
+    profiles = state.profiles()
+    with fleet_client(ClusterConfig(address=address), state.agent_settings(profiles), profiles, ()) as client:
+        entries = client.units()
+    units = [
+        {
+            "profile": e["unit"].profile,
+            "serial": e["unit"].serial,
+            "platform": e["unit"].platform,
+            "properties": e["unit"].properties,
+            "up": e["up"],
+            "busy": e["busy"],
+            "node_id": e["node_id"],
+        }
+        for e in entries
+    ]
+    problems = [
+        f"{e['unit'].name}: down ({e['reason'] or 'no reason given'})" for e in entries if not e["up"]
+    ]
+    return units, problems
+
+
 @click.command()
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
+@click.option("--address", help="List the units of the farm controller on this Ray cluster, on every host.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
-def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
-    """List device profiles and the units discovered now."""
+def devices(state: CliState, adb: tuple[str, ...], address: str | None, as_json: bool) -> None:
+    """List device profiles and the units discovered now (on this host, or with --address the fleet's)."""
     profiles = state.profiles()
-    units, problems = _discover(state, adb)
+    units, problems = _fleet_units(state, address) if address else _discover(state, adb)
     if as_json:
         document = {
             "profiles": [
@@ -65,7 +92,7 @@ def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
                     "soc": p.soc,
                     "accelerators": list(p.accelerators),
                     "targets": [t.name for t in p.targets],
-                    "attached": sum(1 for u in units if u["profile"] == p.name),
+                    "attached": sum(1 for u in units if u["profile"] == p.name and u.get("up", True)),
                 }
                 for p in profiles.values()
             ],
@@ -79,7 +106,7 @@ def devices(state: CliState, adb: tuple[str, ...], as_json: bool) -> None:
     for column in ("profile", "platform", "SoC", "targets", "attached"):
         table.add_column(column)
     for p in profiles.values():
-        attached = [u["serial"] for u in units if u["profile"] == p.name]
+        attached = [u["serial"] for u in units if u["profile"] == p.name and u.get("up", True)]
         table.add_row(
             p.name,
             p.platform,

@@ -81,6 +81,17 @@ def busy_units(fleet: Fleet) -> list[str]:
     return [u["serial"] for u in fleet.units() if u["busy"]]
 
 
+def test_devices_lists_every_hosts_units_through_the_controller(fleet: Fleet) -> None:
+    done = fleet.farm("devices", "--address", fleet.cluster.address, "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = run_json(done)
+    host_units = {u["serial"] for u in document["units"] if u["profile"] == "host-cpu"}
+    assert host_units == {"n2", "n3"}  # one per worker node, each registered by its own `farm agent`
+    assert {u["profile"] for u in document["units"]} == {"host-cpu", "simulated"}
+    assert len({u["node_id"] for u in document["units"]}) == 2
+    assert next(p for p in document["profiles"] if p["name"] == "host-cpu")["attached"] == 2
+
+
 def test_a_suite_spreads_over_both_workers(fleet: Fleet, tmp_path: Path) -> None:
     models = [make_model(tmp_path, f"m{i}", 32 + i) for i in range(4)]
     suite = write_suite(tmp_path / "spread.yaml", "spread", models, ["host-cpu"], runs=5)
