@@ -184,17 +184,26 @@ def avg_pool(a: Args) -> list[np.ndarray]:
     return [_pool(a, "avg")]
 
 
-def batch_norm(a: Args) -> list[np.ndarray]:
-    x = a["x"]
-    shape = (1, -1, *([1] * (x.ndim - 2)))
-    eps = _float(a.get("epsilon"), 1e-5)
-    mean, var = np.asarray(a["mean"]).reshape(shape), np.asarray(a["variance"]).reshape(shape)
-    y = (x - mean) / np.sqrt(var + eps)
+def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
+    """Broadcast shape of a per-channel (axis 1) vector against x."""
+    return (1, -1, *([1] * (x.ndim - 2)))
+
+
+def _channel_affine(y: np.ndarray, a: Args) -> np.ndarray:
+    shape = _channel_shape(y)
     if a.get("gamma") is not None:
         y = y * np.asarray(a["gamma"]).reshape(shape)
     if a.get("beta") is not None:
         y = y + np.asarray(a["beta"]).reshape(shape)
-    return [y]
+    return y
+
+
+def batch_norm(a: Args) -> list[np.ndarray]:
+    x = a["x"]
+    shape = _channel_shape(x)
+    eps = _float(a.get("epsilon"), 1e-5)
+    mean, var = np.asarray(a["mean"]).reshape(shape), np.asarray(a["variance"]).reshape(shape)
+    return [_channel_affine((x - mean) / np.sqrt(var + eps), a)]
 
 
 def instance_norm(a: Args) -> list[np.ndarray]:
@@ -202,12 +211,7 @@ def instance_norm(a: Args) -> list[np.ndarray]:
     axes = tuple(range(2, x.ndim))
     eps = _float(a.get("epsilon"), 1e-5)
     y = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
-    shape = (1, -1, *([1] * (x.ndim - 2)))
-    if a.get("gamma") is not None:
-        y = y * np.asarray(a["gamma"]).reshape(shape)
-    if a.get("beta") is not None:
-        y = y + np.asarray(a["beta"]).reshape(shape)
-    return [y]
+    return [_channel_affine(y, a)]
 
 
 def upsample_nearest_neighbor(a: Args) -> list[np.ndarray]:
