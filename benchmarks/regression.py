@@ -39,11 +39,10 @@ SLOWDOWNS = (1.02, 1.05, 1.10, 1.15, 1.20, 1.30, 1.50, 2.00)
 
 
 def collect(model: Path, jobs: int, runs: int, warmup: int, threads: int) -> list[list[float]]:
-    import onnx
 
     info = inspect_model(model)
     shapes = resolve_shapes(info, {})
-    inputs = seeded_inputs(info, shapes, 0, onnx.load(str(model), load_external_data=False))
+    inputs = seeded_inputs(info, shapes, 0)
     agent = HostAgent(AgentSettings())
     (unit,) = [u for u in agent.discover() if u.profile == "host-cpu"]
     request = RunRequest(

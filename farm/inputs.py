@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from farm.errors import UsageError
 from farm.model import ModelInfo, TensorSpec
@@ -70,26 +69,9 @@ def _fit(spec: TensorSpec, shape: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def _index_bounds(model: onnx.ModelProto) -> dict[str, int]:
-    """Inputs used as Gather indices into an initializer (embeddings): their exclusive upper bound."""
-    sizes = {init.name: list(init.dims) for init in model.graph.initializer}
-    bounds: dict[str, int] = {}
-    for node in model.graph.node:
-        if node.op_type == "Gather" and len(node.input) == 2 and node.input[0] in sizes:
-            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-            dims = sizes[node.input[0]]
-            if dims:
-                bound = dims[axis]
-                bounds[node.input[1]] = min(bound, bounds.get(node.input[1], bound))
-    return bounds
-
-
-def seeded_inputs(
-    info: ModelInfo, shapes: dict[str, tuple[int, ...]], seed: int, model: onnx.ModelProto | None = None
-) -> dict[str, np.ndarray]:
+def seeded_inputs(info: ModelInfo, shapes: dict[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
     """Deterministic inputs: N(0,1) floats; integers in [0, bound) where bound is an embedding's size."""
     rng = np.random.default_rng(seed)
-    bounds = _index_bounds(model) if model is not None else {}
     values: dict[str, np.ndarray] = {}
     for spec in info.inputs:
         shape = shapes[spec.name]
@@ -97,7 +79,7 @@ def seeded_inputs(
         if dtype.kind == "f":
             values[spec.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
-            high = bounds.get(spec.name, DEFAULT_INT_HIGH)
+            high = info.index_bounds.get(spec.name, DEFAULT_INT_HIGH)
             values[spec.name] = rng.integers(0, high, size=shape).astype(dtype)
         elif dtype.kind == "b":
             values[spec.name] = rng.integers(0, 2, size=shape).astype(bool)

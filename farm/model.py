@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
@@ -51,6 +51,8 @@ class ModelInfo:
     outputs: tuple[TensorSpec, ...]
     node_count: int
     op_types: dict[str, int]
+    #: inputs used as Gather indices into an initializer (embeddings) -> exclusive upper bound
+    index_bounds: dict[str, int] = field(default_factory=dict)
 
 
 def _spec(value: onnx.ValueInfoProto, path: Path) -> TensorSpec:
@@ -68,6 +70,19 @@ def _spec(value: onnx.ValueInfoProto, path: Path) -> TensorSpec:
         name = onnx.TensorProto.DataType.Name(tensor.elem_type)
         raise ModelError(f"{path}: tensor {value.name!r} has unsupported element type {name}")
     return TensorSpec(value.name, dtype, tuple(dims))
+
+
+def _index_bounds(model: onnx.ModelProto) -> dict[str, int]:
+    sizes = {init.name: list(init.dims) for init in model.graph.initializer}
+    bounds: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) == 2 and node.input[0] in sizes:
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            dims = sizes[node.input[0]]
+            if dims:
+                bound = dims[axis]
+                bounds[node.input[1]] = min(bound, bounds.get(node.input[1], bound))
+    return bounds
 
 
 def load_model(path: Path) -> onnx.ModelProto:
@@ -105,4 +120,5 @@ def inspect_model(path: Path) -> ModelInfo:
         outputs=outputs,
         node_count=len(model.graph.node),
         op_types=dict(Counter(node.op_type for node in model.graph.node)),
+        index_bounds=_index_bounds(model),
     )

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import onnx
 
 from agents.base import AgentSettings, RunRequest
 from farm.analysis.job import failed_document, job_document
@@ -102,7 +101,7 @@ def prepare(
     check_targets(selectors, profiles, request.targets)
     info = inspect_model(request.model_path)
     shapes = resolve_shapes(info, request.shapes)
-    inputs = seeded_inputs(info, shapes, request.seed, onnx.load(str(info.path), load_external_data=False))
+    inputs = seeded_inputs(info, shapes, request.seed)
     if request.inputs_npz is not None:
         inputs = load_npz_inputs(request.inputs_npz, info, inputs)
     plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]

@@ -30,8 +30,6 @@ def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> d
     if precision not in PREDICTABLE:
         return {}
     try:
-        import onnx
-
         from farm.analysis.numeric import diff_output
         from farm.compile.coreml.drift import predict_drift
         from farm.inputs import resolve_shapes, seeded_inputs
@@ -43,7 +41,7 @@ def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> d
         info = inspect_model(model_path)
         shapes = resolve_shapes(info, _shapes(run))
         seed = int((run.get("settings") or {}).get("seed") or 0)
-        inputs = seeded_inputs(info, shapes, seed, onnx.load(str(model_path), load_external_data=False))
+        inputs = seeded_inputs(info, shapes, seed)
         with tempfile.TemporaryDirectory(prefix="farm-prediction-") as cache:
             reference = reference_outputs(model_path, "prediction", inputs, Path(cache))
         predicted = predict_drift(model_path, inputs, precision, input_shapes=shapes)
