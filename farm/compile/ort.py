@@ -51,14 +51,18 @@ def available_providers() -> list[str]:
     return list(ort.get_available_providers())
 
 
-def _optimise(model_path: Path, level: str, providers: list[str], out: Path) -> tuple[Placement | None, str]:
+def _optimise(
+    model_path: Path, level: str, providers: list[str], out: Path, record_assignment: bool = False
+) -> tuple[Placement | None, str]:
     import onnxruntime as ort
 
-    options = _session_options(level, out, record_assignment=True)
+    options = _session_options(level, out, record_assignment)
     try:
         session = ort.InferenceSession(str(model_path), options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
         raise CompileError(f"ONNX Runtime cannot load the model: {str(exc).splitlines()[0]}") from None
+    if not record_assignment:
+        return None, ""
     try:
         info = session.get_provider_graph_assignment_info()
     except Exception:  # older onnxruntime: placement comes from the device's profile instead
@@ -66,34 +70,33 @@ def _optimise(model_path: Path, level: str, providers: list[str], out: Path) -> 
     return placement_from_assignment(info), ""
 
 
-def _op_types(path: Path) -> Counter[str]:
-    model = onnx.load(str(path), load_external_data=False)
+def _op_types(model: onnx.ModelProto) -> Counter[str]:
     return Counter(node.op_type for node in model.graph.node)
+
+
+def _load(path: Path) -> onnx.ModelProto:
+    return onnx.load(str(path), load_external_data=False)
 
 
 def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> CompiledArtifact:
     providers = target.ort_providers()
     here = set(available_providers())
     notes: list[str] = []
-    before = _op_types(model_path)
+    source = _load(model_path)
+    before = _op_types(source)
     with tempfile.TemporaryDirectory(prefix="farm-compile-") as tmp:
         shipped = Path(tmp) / "model.onnx"
         level = SHIPPED_LEVEL.get(target.backend, "basic")
-        _optimise(
-            model_path,
-            level,
-            ["CPUExecutionProvider"]
-            if target.backend != "cuda"
-            else [p for p in providers if p in here] or ["CPUExecutionProvider"],
-            shipped,
-        )
+        # only CUDA's shipped graph holds provider-specific kernels; the others ship provider-neutral
+        shipping_providers = [p for p in providers if p in here] if target.backend == "cuda" else []
+        _optimise(model_path, level, shipping_providers or ["CPUExecutionProvider"], shipped)
         if providers[0] in here:
             reported = Path(tmp) / "report.onnx"
-            placement, note = _optimise(model_path, "all", providers, reported)
-            after = _op_types(reported)
+            placement, note = _optimise(model_path, "all", providers, reported, record_assignment=True)
+            after = _op_types(_load(reported))
         else:
             placement, note = None, ""
-            after = _op_types(shipped)
+            after = _op_types(_load(shipped))
             notes.append(
                 f"{providers[0]} is not installed on this host: the op counts after are ORT's "
                 f"{level}-level graph; {target.backend}-specific fusions and placement are "
@@ -113,20 +116,19 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         op_types_before=dict(sorted(before.items())),
         op_types_after=dict(sorted(after.items())),
         fusions=op_count_changes(before, after),
-        precision=_precision(model_path),
+        precision=_precision(source),
         notes=notes,
     )
     if placement is not None:
         report.placement = placement.counts()
         report.node_placement = dict(placement.nodes)
         report.partitions = placement.partitions
-        report.fallback_ops = placement.fallbacks(target) if target.is_accelerator else []
+        report.fallback_ops = placement.fallbacks(target)
     return CompiledArtifact(target=target, path=path, sha256=sha, report=report)
 
 
-def _precision(model_path: Path) -> str:
+def _precision(model: onnx.ModelProto) -> str:
     """fp32 unless the model's float initializers are fp16, or it carries quantize ops."""
-    model = onnx.load(str(model_path), load_external_data=False)
     ops = {node.op_type for node in model.graph.node}
     if ops & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger"}:
         return "int8"
