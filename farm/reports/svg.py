@@ -154,6 +154,17 @@ def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
     return _svg(LABEL_W + PLOT_W + 20, top + ROW_H * len(rows) + 34, body, "latency distribution per job")
 
 
+def _legend(colours: dict[str, str], y: float) -> list[str]:
+    """One swatch and name per backend, left to right under the plot."""
+    items: list[str] = []
+    x = LABEL_W
+    for backend, colour in sorted(colours.items()):
+        items.append(f'<rect x="{x:.1f}" y="{y - 10:.1f}" width="12" height="12" fill="{colour}"/>')
+        items.append(_text(x + 16, y, backend, cls="tick"))
+        x += 24 + 8 * len(backend)
+    return items
+
+
 def stacked_ops_plot(rows: list[tuple[str, list[tuple[str, str, float]]]]) -> str:
     """Per row (label, [(op name, backend, mean us)] in execution order): one bar of the ops laid
     end to end, each coloured by the backend that ran it; a legend of backends below."""
@@ -178,11 +189,7 @@ def stacked_ops_plot(rows: list[tuple[str, list[tuple[str, str, float]]]]) -> st
             )
             offset += width
     legend_y = top + ROW_H * len(rows) + 44
-    x = LABEL_W
-    for backend, colour in sorted(seen.items()):
-        body.append(f'<rect x="{x:.1f}" y="{legend_y - 10:.1f}" width="12" height="12" fill="{colour}"/>')
-        body.append(_text(x + 16, legend_y, backend, cls="tick"))
-        x += 24 + 8 * len(backend)
+    body.extend(_legend(seen, legend_y))
     return _svg(LABEL_W + PLOT_W + 20, legend_y + 10, body, "per-op time stacked by backend")
 
 
@@ -211,11 +218,7 @@ def placement_map(node_names: list[str], rows: list[tuple[str, list[tuple[str, s
                 f"({escape(certainty)})</title></rect>"
             )
     legend_y = top + ROW_H * len(rows) + 18
-    x = LABEL_W
-    for backend, colour in sorted(seen.items()):
-        body.append(f'<rect x="{x:.1f}" y="{legend_y - 10:.1f}" width="12" height="12" fill="{colour}"/>')
-        body.append(_text(x + 16, legend_y, backend, cls="tick"))
-        x += 24 + 8 * len(backend)
+    body.extend(_legend(seen, legend_y))
     body.append(
         _text(
             LABEL_W + PLOT_W,
