@@ -53,26 +53,24 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
     ]
 
 
-def choose_baseline(
-    store: ResultsStore, suite: str, wanted: str | None
-) -> tuple[str | None, list[dict[str, Any]]]:
-    if wanted is not None:
-        run_id = store.resolve_run_id(wanted)
-        return run_id, store.jobs(run_id)
-    for run in store.runs(limit=200, kind="nightly", suite=suite):
-        if run.status == "complete":
-            return run.run_id, store.jobs(run.run_id)
-    return None, []
-
-
 #: earlier complete runs of the suite whose medians set the run-to-run noise floor
 HISTORY_RUNS = 10
 
 
-def suite_history(store: ResultsStore, suite: str) -> list[list[dict[str, Any]]]:
-    """The jobs of the suite's last complete runs, oldest first."""
-    runs = [r for r in store.runs(limit=200, kind="nightly", suite=suite) if r.status == "complete"]
-    return [store.jobs(r.run_id) for r in reversed(runs[:HISTORY_RUNS])]
+def baseline_and_history(
+    store: ResultsStore, suite: str, wanted: str | None
+) -> tuple[str | None, list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """The baseline run (the one asked for, else the suite's latest complete run) and its jobs,
+    and the jobs of the suite's last complete runs, oldest first; each run's jobs read once."""
+    complete = [
+        r.run_id for r in store.runs(limit=200, kind="nightly", suite=suite) if r.status == "complete"
+    ]
+    jobs = {run_id: store.jobs(run_id) for run_id in complete[:HISTORY_RUNS]}
+    baseline_id = store.resolve_run_id(wanted) if wanted is not None else next(iter(complete), None)
+    if baseline_id is not None and baseline_id not in jobs:
+        jobs[baseline_id] = store.jobs(baseline_id)
+    baseline_jobs = jobs[baseline_id] if baseline_id is not None else []
+    return baseline_id, baseline_jobs, [jobs[r] for r in reversed(complete[:HISTORY_RUNS])]
 
 
 def run_nightly(
@@ -109,8 +107,8 @@ def run_nightly(
         home.ensure()
         run_id = new_run_id()
         with ResultsStore(home.store_path) as store:
-            baseline_id, baseline_jobs = choose_baseline(store, suite.name, baseline)
-            history = medians_by_key(suite_history(store, suite.name))
+            baseline_id, baseline_jobs, earlier = baseline_and_history(store, suite.name, baseline)
+            history = medians_by_key(earlier)
             durations = {job_key(j): j["duration_s"] for j in baseline_jobs if j.get("duration_s")}
 
             def expected(base: dict[str, Any]) -> float | None:
