@@ -15,12 +15,9 @@ import numpy as np
 from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 from agents.host.cuda import CudaOptions, cuda_availability
 from agents.host.memory import PeakMemory
-from farm.analysis.ort_profile import node_events, op_timings
-from farm.analysis.profile_runs import DEFAULT_COLD_RUNS, warm_events
+from farm.analysis.profile_runs import profiled_run_count, record_profile
 from farm.errors import DeviceError, UsageError
 
-#: profiled runs are separate from the timed ones: profiling itself costs time per node
-DEFAULT_PROFILED_RUNS = 10
 NS_PER_MS = 1e6
 CUDA_PROFILE = "host-cuda"
 
@@ -142,13 +139,10 @@ class HostAgent(DeviceAgent):
     def _profile(self, request: RunRequest, names: list[str], run: DeviceRun) -> None:
         with tempfile.TemporaryDirectory(prefix="farm-profile-") as tmp:
             session = self._session(request, Path(tmp))
-            # one cold run more than the warm runs the per-op means are taken over
-            for _ in range(max(1, min(request.runs, DEFAULT_PROFILED_RUNS)) + DEFAULT_COLD_RUNS):
+            for _ in range(profiled_run_count(request.runs)):
                 session.run(names, request.inputs)
             events: list[dict[str, Any]] = json.loads(Path(session.end_profiling()).read_text())
-        run.ops = op_timings(warm_events(events))
-        run.placement = {op.name: op.provider for op in run.ops}
-        run.trace_events = [dict(e) for e in node_events(events)]
+        record_profile(run, events)
 
     @staticmethod
     def _ort_version() -> str:

@@ -22,13 +22,11 @@ from agents.base import DeviceRun, RunRequest
 from agents.host.cuda import CUDA_PROVIDER, INSTALL_HINT, CudaOptions, load_cuda_libraries
 from agents.host.fallback_probe import probe_cpu_fallback
 from agents.host.memory import PeakMemory
-from farm.analysis.ort_profile import node_events, op_timings
-from farm.analysis.profile_runs import DEFAULT_COLD_RUNS, profiled_runs, warm_events
+from farm.analysis.profile_runs import DEFAULT_COLD_RUNS, profiled_run_count, record_profile
 from farm.analysis.transfers import transfer_report
 from farm.errors import DeviceError, UsageError
 
 NS_PER_MS = 1e6
-DEFAULT_PROFILED_RUNS = 10
 #: provider options worth repeating in the notes: they change numbers or first-run time
 REPORTED_OPTIONS = ("device_id", "use_tf32", "cudnn_conv_algo_search", "prefer_nhwc", "enable_cuda_graph")
 
@@ -145,14 +143,10 @@ def _profile(
             if cuda.io_binding
             else _HostIo(session, request.inputs, names)
         )
-        # one cold run more than the warm runs the per-op means are taken over
-        for _ in range(max(1, min(request.runs, DEFAULT_PROFILED_RUNS)) + DEFAULT_COLD_RUNS):
+        for _ in range(profiled_run_count(request.runs)):
             io.run()
         events: list[dict[str, Any]] = json.loads(Path(session.end_profiling()).read_text())
-    runs = profiled_runs(events)
-    run.ops = op_timings(warm_events(events))
-    run.placement = {op.name: op.provider for op in run.ops}
-    run.trace_events = [dict(e) for e in node_events(events)]
+    runs = record_profile(run, events)
     run.notes.append(transfer_report(run.ops, CUDA_PROVIDER).summary())
     if len(runs) > DEFAULT_COLD_RUNS:
         cold, warm = runs[0].node_us, [r.node_us for r in runs[DEFAULT_COLD_RUNS:]]

@@ -16,11 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from farm.analysis.ort_profile import node_events
+from agents.base import DeviceRun
+from farm.analysis.ort_profile import node_events, op_timings
 
 RUN_EVENT = "model_run"
 #: runs left out of per-op means: the first, which warms the session up
 DEFAULT_COLD_RUNS = 1
+#: warm profiled runs at most; they are separate from the timed ones: profiling costs time per node
+DEFAULT_PROFILED_RUNS = 10
 
 
 @dataclass(frozen=True)
@@ -57,16 +60,34 @@ def profiled_runs(events: Iterable[Mapping[str, Any]]) -> list[ProfiledRun]:
     return [ProfiledRun(r.start_us, r.dur_us, tuple(m)) for r, m in zip(runs, members, strict=True)]
 
 
+def profiled_run_count(timed_runs: int) -> int:
+    """How many runs a profiled session makes: the cold ones, then as many warm ones as were timed,
+    between one and `DEFAULT_PROFILED_RUNS`."""
+    return max(1, min(timed_runs, DEFAULT_PROFILED_RUNS)) + DEFAULT_COLD_RUNS
+
+
 def warm_events(
-    events: Sequence[Mapping[str, Any]], cold_runs: int = DEFAULT_COLD_RUNS
+    events: Sequence[Mapping[str, Any]],
+    cold_runs: int = DEFAULT_COLD_RUNS,
+    runs: Sequence[ProfiledRun] | None = None,
 ) -> list[Mapping[str, Any]]:
-    """`events` without the node events of the first `cold_runs` runs.
+    """`events` without the node events of the first `cold_runs` runs (`runs`: `profiled_runs(events)`,
+    where the caller has it already).
 
     Left as they are where that would leave no node event (a profile of one run, or one with no
     `model_run` events): a cold figure is better than none.
     """
-    runs = profiled_runs(events)
+    runs = profiled_runs(events) if runs is None else runs
     cold = {id(e) for run in runs[:cold_runs] for e in run.nodes}
     if not cold or not any(run.nodes for run in runs[cold_runs:]):
         return list(events)
     return [e for e in events if id(e) not in cold]
+
+
+def record_profile(run: DeviceRun, events: Sequence[Mapping[str, Any]]) -> list[ProfiledRun]:
+    """Fill `run`'s per-op table (warm runs only), placement and trace from a profile; the runs found."""
+    runs = profiled_runs(events)
+    run.ops = op_timings(warm_events(events, runs=runs))
+    run.placement = {op.name: op.provider for op in run.ops}
+    run.trace_events = [dict(e) for e in node_events(events)]
+    return runs
