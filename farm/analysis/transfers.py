@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.base import OpTiming
-from farm.compile.placement import CPU_PROVIDERS
+from farm.compile.placement import CPU_PROVIDERS, Placement
 
 COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 
@@ -105,17 +105,6 @@ def is_copy(op: OpTiming) -> bool:
     return op.op_type in COPY_OPS
 
 
-def _partitions(ops: Sequence[OpTiming]) -> int:
-    runs, previous = 0, None
-    for op in ops:
-        if is_copy(op):
-            continue
-        if op.provider != previous:
-            runs += 1
-            previous = op.provider
-    return runs
-
-
 def _cpu_stretches(ops: Sequence[OpTiming]) -> list[tuple[int, int]]:
     stretches: list[tuple[int, int]] = []
     i = 0
@@ -141,7 +130,7 @@ def transfer_report(ops: Sequence[OpTiming], accelerator: str) -> TransferReport
         accelerator=accelerator,
         total_us=sum(op.mean_us for op in ops),
         copies=[op for op in ops if is_copy(op)],
-        partitions=_partitions(ops),
+        partitions=Placement({op.name: op.provider for op in ops if not is_copy(op)}).partitions,
         placement=dict(Counter(op.provider for op in ops)),
     )
     if accelerator in CPU_PROVIDERS:
