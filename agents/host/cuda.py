@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents.host.fallback_probe import DISABLE_CPU_FALLBACK
 from agents.host.native_log import captured_native_log
 from farm.analysis.ort_log import provider_load_failure
 
@@ -207,7 +208,7 @@ def probe_cuda_session(options: CudaOptions) -> SessionProbe:
         return SessionProbe(listed=False)
     load_cuda_libraries()
     session_options = ort.SessionOptions()
-    session_options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    session_options.add_session_config_entry(DISABLE_CPU_FALLBACK, "1")
     providers: tuple[str, ...] = ()
     error = ""
     with tempfile.TemporaryDirectory(prefix="farm-cuda-") as tmp, captured_native_log() as log:

@@ -52,18 +52,12 @@ def read_probe(error: str | None, log_text: str) -> ProbeResult:
     """A probe's outcome from its session error (None: the session was created) and captured log."""
     log = parse_session_log(log_text)
     if error is None:
-        return ProbeResult(
-            "clean", missing_kernels=log.missing_kernels, copies=log.copies, cpu_preferred=log.cpu_preferred
-        )
-    kind = session_error_kind(error)
-    outcome = "refused" if kind == "refused" else "failed"
-    return ProbeResult(
-        outcome,
-        error="" if kind == "refused" else error.strip().splitlines()[0],
-        missing_kernels=log.missing_kernels,
-        copies=log.copies,
-        cpu_preferred=log.cpu_preferred,
-    )
+        outcome, reason = "clean", ""
+    elif session_error_kind(error) == "refused":
+        outcome, reason = "refused", ""
+    else:
+        outcome, reason = "failed", error.strip().splitlines()[0]
+    return ProbeResult(outcome, reason, log.missing_kernels, log.copies, log.cpu_preferred)
 
 
 def probe_cpu_fallback(model: Path, provider: str, provider_options: dict[str, str]) -> ProbeResult:
