@@ -57,23 +57,19 @@ class Report:
 
 
 def _column_dict(column: Column) -> dict[str, Any]:
-    if not column.ok:
-        return {
-            "label": column.label,
-            "run_id": column.run_id,
-            "device": column.device,
-            "target": column.target,
-            "status": column.status,
-            "error": column.error,
-        }
-    compile_ = column.compile
-    latency = {k: v for k, v in column.latency.items() if k != "samples"}
-    return {
+    identity = {
         "label": column.label,
         "run_id": column.run_id,
         "device": column.device,
         "target": column.target,
         "status": column.status,
+    }
+    if not column.ok:
+        return {**identity, "error": column.error}
+    compile_ = column.compile
+    latency = {k: v for k, v in column.latency.items() if k != "samples"}
+    return {
+        **identity,
         "runner": column.job.get("runner"),
         "latency_ms": latency,
         "samples_ms": column.samples_ms,
