@@ -218,20 +218,13 @@ class ResultsStore:
         return {str(status): int(count) for status, count in rows}
 
     def latest_jobs(self) -> list[dict[str, Any]]:
-        """The newest successful job per (model, device, target): what dashboards show now."""
-        rows = self._db.execute(
-            """SELECT j.document FROM jobs j JOIN (
-                   SELECT model_name, device, target, MAX(finished_at) AS t FROM jobs
-                   WHERE status='ok' GROUP BY model_name, device, target
-               ) latest ON j.model_name=latest.model_name AND j.device=latest.device
-                      AND j.target=latest.target AND j.finished_at=latest.t
-               WHERE j.status='ok'"""
-        ).fetchall()
+        """The newest successful job per (model, device, target), whole: what dashboards show now."""
+        ids = self.latest_job_ids()
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._db.execute(f"SELECT document FROM jobs WHERE job_id IN ({marks})", ids).fetchall()
         return [json.loads(r[0]) for r in rows]
-
-    def job_status_totals(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
-        return {str(s): int(c) for s, c in rows}
 
     # -- metrics: what farm/metrics/collector.py reads at every scrape --------------------
 
@@ -250,7 +243,7 @@ class ResultsStore:
             self._db.execute("ROLLBACK")
 
     def latest_job_ids(self) -> list[str]:
-        """job_id of the newest successful job per (model, device, target), as `latest_jobs()`."""
+        """job_id of the newest successful job per (model, device, target)."""
         # SQLite takes a bare column from the row that holds the MAX().
         rows = self._db.execute(
             "SELECT job_id, MAX(finished_at) FROM jobs WHERE status='ok' GROUP BY model_name, device, target"

@@ -51,7 +51,7 @@ def test_jobs_round_trip_and_latest_per_series(tmp_path: Path) -> None:
         store.add_job("20260102-000000-bbbbbb", _job("20260102-000000-bbbbbb", "j2", finished_at=2.0))
         store.add_job("20260102-000000-bbbbbb", _job("20260102-000000-bbbbbb", "j3", "failed", 3.0))
         assert [j["job_id"] for j in store.latest_jobs()] == ["j2"]  # newest *successful* job
-        assert store.job_status_totals() == {"ok": 2, "failed": 1}
+        assert store.job_counts("20260102-000000-bbbbbb") == {"ok": 1, "failed": 1}
         assert store.resolve_run_id("20260102") == "20260102-000000-bbbbbb"
         with pytest.raises(UsageError, match="ambiguous"):
             store.resolve_run_id("2026010")
