@@ -14,11 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.profiles import DeviceProfile
 from farm.targets import Target
 
-DEFAULT_WARMUP_RUNS = 5
-DEFAULT_TIMED_RUNS = 50
 DEFAULT_JOB_TIMEOUT_S = 600.0
 
 
