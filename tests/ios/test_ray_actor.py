@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray
 
 from agents.base import AgentSettings, RunRequest
 from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
@@ -23,8 +24,6 @@ from agents.ios.standin_app import StandInRunner, standin_agent
 from farm.controller.ray_errors import is_retryable, to_farm_error
 from farm.errors import DeviceLostError
 from tests.ios.conftest import IPHONE15, expected_output, lockdown_values
-
-ray = pytest.importorskip("ray")
 
 
 def agent_with_unplug_at_result_poll(settings: AgentSettings, values: dict[str, Any]) -> IosAgent:
