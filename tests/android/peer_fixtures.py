@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from agents.base import AgentSettings
+from agents.android.agent import AndroidAgent
+from agents.base import AgentSettings, DeviceUnit
 from farm.profiles import load_profiles
 from tests.android.adb_peer import AdbPeer, Identity
 
@@ -91,3 +93,14 @@ def android_settings(adb_peer: PeerHandle) -> AgentSettings:
         adb_key_path=adb_peer.key_path,
         io_timeout_s=PEER_IO_TIMEOUT_S,
     )
+
+
+@contextmanager
+def one_unit(settings: AgentSettings) -> Iterator[tuple[AndroidAgent, DeviceUnit]]:
+    """An `AndroidAgent` on `settings` and the one unit it finds; the agent is closed afterwards."""
+    agent = AndroidAgent(settings)
+    try:
+        (unit,) = agent.discover()
+        yield agent, unit
+    finally:
+        agent.close()

@@ -11,6 +11,7 @@ import onnxruntime as ort
 from agents.android.agent import AndroidAgent
 from agents.base import AgentSettings, RunRequest
 from farm.targets import Target
+from tests.android.peer_fixtures import one_unit
 
 
 def _request(small_model: tuple[Path, str, dict[str, np.ndarray]], runs: int = 5) -> RunRequest:
@@ -32,14 +33,10 @@ def test_discovers_the_board_by_its_getprop_identity(android_settings: AgentSett
 def test_run_brings_back_measurements_and_the_outputs_host_onnxruntime_computes(
     android_settings: AgentSettings, small_model: tuple[Path, str, dict[str, np.ndarray]]
 ) -> None:
-    agent = AndroidAgent(android_settings)
-    try:
-        (unit,) = agent.discover()
+    with one_unit(android_settings) as (agent, unit):
         request = _request(small_model)
         agent.prepare(unit, request)
         run = agent.run(unit, request)
-    finally:
-        agent.close()
     host = ort.InferenceSession(str(small_model[0]), providers=["CPUExecutionProvider"])
     (expected,) = host.run(["y"], small_model[2])
     np.testing.assert_allclose(run.outputs["y"], expected, rtol=1e-6)

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.android.agent import AndroidAgent
 from agents.base import AgentSettings, RunRequest
 from farm.targets import Target
-from tests.android.peer_fixtures import PeerHandle
+from tests.android.peer_fixtures import PeerHandle, one_unit
 
 Model = tuple[Path, str, dict[str, np.ndarray]]
 
@@ -23,14 +22,10 @@ def _request(small_model: Model, path: Path | None = None, sha: str | None = Non
 def test_a_second_job_with_the_same_files_pushes_nothing(
     adb_peer: PeerHandle, android_settings: AgentSettings, small_model: Model
 ) -> None:
-    agent = AndroidAgent(android_settings)
-    try:
-        (unit,) = agent.discover()
+    with one_unit(android_settings) as (agent, unit):
         agent.prepare(unit, _request(small_model))
         first = list(adb_peer.peer.pushed)
         agent.prepare(unit, _request(small_model))
-    finally:
-        agent.close()
     assert len(first) == 3  # model, inputs, runner script
     assert adb_peer.peer.pushed == first
     assert any(f"/cache/{small_model[1]}/" in p for p in first)
@@ -39,15 +34,11 @@ def test_a_second_job_with_the_same_files_pushes_nothing(
 def test_a_damaged_entry_is_pushed_again(
     adb_peer: PeerHandle, android_settings: AgentSettings, small_model: Model
 ) -> None:
-    agent = AndroidAgent(android_settings)
-    try:
-        (unit,) = agent.discover()
+    with one_unit(android_settings) as (agent, unit):
         agent.prepare(unit, _request(small_model))
         on_device = adb_peer.sandbox / f"data/local/tmp/farm/cache/{small_model[1]}/model.onnx"
         on_device.write_bytes(on_device.read_bytes()[:-10])
         agent.prepare(unit, _request(small_model))
-    finally:
-        agent.close()
     assert on_device.read_bytes() == small_model[0].read_bytes()
     assert len(adb_peer.peer.pushed) == 4
 
@@ -62,13 +53,9 @@ def test_over_the_size_limit_the_least_recently_used_entries_go(
     other = tmp_path / "other.onnx"
     other.write_bytes(small_model[0].read_bytes() + b"\n")  # trailing bytes: a different file, same model
     other_sha = hashlib.sha256(other.read_bytes()).hexdigest()
-    agent = AndroidAgent(settings)
-    try:
-        (unit,) = agent.discover()
+    with one_unit(settings) as (agent, unit):
         agent.prepare(unit, _request(small_model))
         agent.prepare(unit, _request(small_model, other, other_sha))
-    finally:
-        agent.close()
     cache = adb_peer.sandbox / "data/local/tmp/farm/cache"
     assert (cache / other_sha / "complete").exists()
     assert not (cache / small_model[1]).exists()

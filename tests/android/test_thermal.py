@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.android.agent import AndroidAgent
 from agents.android.thermal import wait_until_cool
 from agents.base import AgentSettings, Thermal
 from farm.errors import DeviceTimeoutError
 from farm.profiles import load_profiles
 from tests.android.adb_peer import AdbPeer
-from tests.android.peer_fixtures import start_peer
+from tests.android.peer_fixtures import one_unit, start_peer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PIXEL8 = {"ro.product.model": "Pixel 8", "ro.product.manufacturer": "Google", "ro.soc.model": "Tensor G3"}
@@ -35,16 +34,12 @@ def phone(tmp_path: Path, adb_key: Path) -> Iterator[AdbPeer]:
 def test_a_phone_is_matched_to_its_profile_and_reports_thermal_and_battery(
     phone: AdbPeer, adb_key: Path
 ) -> None:
-    agent = AndroidAgent(
+    with one_unit(
         AgentSettings(
             profiles=load_profiles(), adb_tcp_addresses=(phone.address,), adb_key_path=adb_key, io_timeout_s=5
         )
-    )
-    try:
-        (unit,) = agent.discover()
+    ) as (agent, unit):
         health = agent.health(unit)
-    finally:
-        agent.close()
     assert unit.profile == "pixel8"
     assert health.up and health.thermal is not None
     assert health.thermal.status == "none"
