@@ -20,6 +20,7 @@ class GraphNode:
     name: str
     op_type: str
     inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class Prediction:
         }
 
 
-def _nodes(model_path: Path) -> list[GraphNode]:
+def graph_nodes(model_path: Path) -> list[GraphNode]:
+    """The nodes of an ONNX model's main graph, in file (topological) order, unnamed ones named
+    `<op_type>_<index>` (the report's alignment matches pre-flight nodes by these names)."""
     import onnx
 
     try:
@@ -62,7 +65,7 @@ def _nodes(model_path: Path) -> list[GraphNode]:
     except Exception as exc:
         raise ModelError(f"cannot read {model_path}: {exc}") from None
     return [
-        GraphNode(n.name or f"{n.op_type}_{i}", n.op_type, tuple(n.input))
+        GraphNode(n.name or f"{n.op_type}_{i}", n.op_type, tuple(n.input), tuple(n.output))
         for i, n in enumerate(model.graph.node)
     ]
 
@@ -82,7 +85,7 @@ def ort_basic_graph(model_path: Path) -> list[GraphNode] | None:
             ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         except Exception:
             return None
-        return _nodes(optimised)
+        return graph_nodes(optimised)
 
 
 def _check(
@@ -125,7 +128,7 @@ def coreml_lowering_check(model_path: Path) -> list[Unsupported] | None:
 
 def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Prediction]:
     """One prediction per target, in the order given."""
-    source_nodes = _nodes(model_path)
+    source_nodes = graph_nodes(model_path)
     basic: list[GraphNode] | None = None
     predictions = []
     for item in targets:

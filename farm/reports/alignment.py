@@ -14,9 +14,9 @@ Runtimes rename what they fuse, so the mapping is inferred, and each cell says h
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from farm.preflight.check import GraphNode, graph_nodes
 from farm.reports.compare import Column, backend_name
 
 NAME_BOUNDARIES = frozenset("._:/-")
@@ -51,24 +51,9 @@ KERNEL_OPS = frozenset(
 #: kernels of compiled partitions are named `<Provider>ExecutionProvider_<NAME>_<hash>_<n>_<n>`
 PARTITION_MARKERS = ("ExecutionProvider_",)
 
-
-@dataclass(frozen=True)
-class SourceNode:
-    name: str
-    op_type: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-
-def source_nodes(model_path: Path) -> list[SourceNode]:
-    """The nodes of an ONNX model's main graph, in file (topological) order."""
-    import onnx
-
-    model = onnx.load(str(model_path), load_external_data=False)
-    return [
-        SourceNode(n.name or f"{n.op_type}_{i}", n.op_type, tuple(n.input), tuple(n.output))
-        for i, n in enumerate(model.graph.node)
-    ]
+#: the report aligns the same nodes, under the same names, that the pre-flight checks
+SourceNode = GraphNode
+source_nodes = graph_nodes
 
 
 @dataclass(frozen=True)
