@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
+
 from . import services, wire
 from .faults import Fault, Trigger
 from .sandbox import Identity, Sandbox
@@ -309,7 +311,7 @@ class AdbPeer:
                     return fault
         return None
 
-    def allowed_keys(self) -> list[wire.rsa.RSAPublicKey]:
+    def allowed_keys(self) -> list[RSAPublicKey]:
         with self._lock:
             return list(self._keys)
 
