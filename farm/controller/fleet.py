@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.base import DeviceRun, DeviceUnit
-from farm.controller.queue import JobSpec, QueuedJob, Schedule, UnitSlot
+from farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
 from farm.controller.ray_errors import is_retryable, to_farm_error
 from farm.errors import FarmError, SchedulingError
 
@@ -257,8 +257,6 @@ class FleetActorImpl:
             task.add_done_callback(self._tasks.discard)
 
     async def _finish(self, job: QueuedJob, slot: UnitSlot, ref: Any, started_at: float) -> None:
-        from farm.controller.queue import Attempt
-
         attempt = Attempt(unit=slot.key, started_at=started_at)
         job.attempts.append(attempt)
         try:
