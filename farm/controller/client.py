@@ -52,7 +52,7 @@ class FleetClient:
         """Embedded: no unit will appear later, so a selector without one is an error now."""
         units = [u["unit"] for u in self.units() if u["up"]]
         for selector in selectors:
-            if not any(u.profile == selector.profile and selector.serial in (None, u.serial) for u in units):
+            if not any(selector.matches(u) for u in units):
                 attached = ", ".join(sorted(u.name for u in units)) or "none"
                 attached += "".join(
                     f"; {p} discovery failed: {e}" for p, e in sorted(self.discovery_errors.items())

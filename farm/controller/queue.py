@@ -83,11 +83,6 @@ class UnitSlot:
     def key(self) -> str:
         return self.unit.name
 
-    def matches(self, selector: DeviceSelector) -> bool:
-        return self.unit.profile == selector.profile and (
-            selector.serial is None or self.unit.serial == selector.serial
-        )
-
 
 class Schedule:
     def __init__(self) -> None:
@@ -154,7 +149,7 @@ class Schedule:
         return idle
 
     def _pick(self, job: QueuedJob, idle: dict[str, list[UnitSlot]]) -> UnitSlot | None:
-        candidates = [s for s in idle.get(job.spec.selector.profile, ()) if s.matches(job.spec.selector)]
+        candidates = [s for s in idle.get(job.spec.selector.profile, ()) if job.spec.selector.matches(s.unit)]
         if not candidates:
             return None
         fresh = [s for s in candidates if s.key not in job.avoid]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agents.base import DeviceUnit
 from farm.errors import UsageError
 from farm.profiles import DeviceProfile
 from farm.targets import Target
@@ -18,6 +19,9 @@ class DeviceSelector:
 
     def __str__(self) -> str:
         return self.profile if self.serial is None else f"{self.profile}:{self.serial}"
+
+    def matches(self, unit: DeviceUnit) -> bool:
+        return unit.profile == self.profile and self.serial in (None, unit.serial)
 
 
 def parse_devices(
