@@ -23,6 +23,10 @@ from agents.ios.standin_app import StandInRunner, standin_agent
 from farm.profiles import DeviceProfile, load_profiles
 from farm.targets import Target
 
+MakeAgent = Callable[..., IosAgent]
+MakePhone = Callable[..., FakePhone]
+MakeRequest = Callable[..., RunRequest]
+
 FIXTURES = Path(__file__).parent / "fixtures"
 IPHONE15 = FIXTURES / "ideviceinfo-iphone15_4.txt"
 IPHONE13 = FIXTURES / "ideviceinfo-iphone14_5.txt"
@@ -53,7 +57,7 @@ def lockdown_values(path: Path, udid: str | None = None) -> dict[str, object]:
 
 
 @pytest.fixture
-def make_phone() -> Callable[..., FakePhone]:
+def make_phone() -> MakePhone:
     """A fake iPhone 15 (or the phone of `fixture`) whose FarmRunner is the host stand-in."""
 
     def make(
@@ -99,7 +103,7 @@ def settings(profiles: dict[str, DeviceProfile], runner_package: Callable[[str],
 
 
 @pytest.fixture
-def make_agent(settings: AgentSettings) -> Iterator[Callable[..., IosAgent]]:
+def make_agent(settings: AgentSettings) -> Iterator[MakeAgent]:
     agents: list[IosAgent] = []
 
     def make(*phones: FakePhone, extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> IosAgent:
@@ -156,7 +160,7 @@ def model_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_request(model_file: Path) -> Callable[..., RunRequest]:
+def make_request(model_file: Path) -> MakeRequest:
     def make(
         artifact: Path = model_file, timeout_s: float = 20.0, runs: int = 7, **kwargs: object
     ) -> RunRequest:

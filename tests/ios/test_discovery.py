@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from agents.base import AgentSettings, RunRequest
+from agents.base import AgentSettings
 from agents.ios.agent import IosAgent
-from agents.ios.fakes import FakePhone
 from farm.errors import DeviceAuthError, UsageError
 
-from .conftest import IPHONE13
+from .conftest import IPHONE13, MakeAgent, MakePhone, MakeRequest
 
 
 def test_an_attached_iphone15_becomes_a_unit_of_its_profile(
-    make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]
+    make_agent: MakeAgent, make_phone: MakePhone
 ) -> None:
     agent = make_agent(make_phone())
 
@@ -29,16 +26,14 @@ def test_an_attached_iphone15_becomes_a_unit_of_its_profile(
     assert units[0].properties["HardwareModel"] == "D37AP"
 
 
-def test_a_phone_no_profile_recognises_is_left_out(
-    make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]
-) -> None:
+def test_a_phone_no_profile_recognises_is_left_out(make_agent: MakeAgent, make_phone: MakePhone) -> None:
     agent = make_agent(make_phone(fixture=IPHONE13), make_phone())
 
     assert [u.profile for u in agent.discover()] == ["iphone15"]
 
 
 def test_unplugged_phones_and_an_empty_usbmux_give_no_units(
-    make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]
+    make_agent: MakeAgent, make_phone: MakePhone
 ) -> None:
     phone = make_phone()
     phone.plugged = False
@@ -47,18 +42,14 @@ def test_unplugged_phones_and_an_empty_usbmux_give_no_units(
     assert make_agent().discover() == []
 
 
-def test_udids_setting_restricts_the_units(
-    make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]
-) -> None:
+def test_udids_setting_restricts_the_units(make_agent: MakeAgent, make_phone: MakePhone) -> None:
     phones = [make_phone(udid="00008120-0000000000000001"), make_phone(udid="00008120-0000000000000002")]
     agent = make_agent(*phones, extra={"ios_udids": "00008120-0000000000000002"})
 
     assert [u.serial for u in agent.discover()] == ["00008120-0000000000000002"]
 
 
-def test_health_reports_the_battery_and_a_lost_phone(
-    make_agent: Callable[..., IosAgent], make_phone: Callable[..., FakePhone]
-) -> None:
+def test_health_reports_the_battery_and_a_lost_phone(make_agent: MakeAgent, make_phone: MakePhone) -> None:
     phone = make_phone()
     agent = make_agent(phone)
     (unit,) = agent.discover()
@@ -72,9 +63,9 @@ def test_health_reports_the_battery_and_a_lost_phone(
 
 
 def test_a_phone_that_refuses_pairing_is_an_auth_error_not_a_lost_one(
-    make_agent: Callable[..., IosAgent],
-    make_phone: Callable[..., FakePhone],
-    make_request: Callable[..., RunRequest],
+    make_agent: MakeAgent,
+    make_phone: MakePhone,
+    make_request: MakeRequest,
 ) -> None:
     phone = make_phone()
     agent = make_agent(phone)

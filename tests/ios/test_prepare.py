@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.base import RunRequest
-from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
+from agents.ios.agent import DEFAULT_BUNDLE_ID
 from agents.ios.fakes import FakePhone
 from farm.errors import DeviceError
+
+from .conftest import MakeAgent, MakePhone, MakeRequest
 
 
 def writes(phone: FakePhone, under: str) -> list[str]:
@@ -22,9 +23,9 @@ def installs(phone: FakePhone) -> list[str]:
 
 
 def test_farmrunner_is_installed_once_then_kept(
-    make_agent: Callable[..., IosAgent],
-    make_phone: Callable[..., FakePhone],
-    make_request: Callable[..., RunRequest],
+    make_agent: MakeAgent,
+    make_phone: MakePhone,
+    make_request: MakeRequest,
 ) -> None:
     phone = make_phone(installed=False)
     agent = make_agent(phone)
@@ -39,9 +40,9 @@ def test_farmrunner_is_installed_once_then_kept(
 
 
 def test_a_new_farmrunner_version_is_an_upgrade(
-    make_agent: Callable[..., IosAgent],
-    make_phone: Callable[..., FakePhone],
-    make_request: Callable[..., RunRequest],
+    make_agent: MakeAgent,
+    make_phone: MakePhone,
+    make_request: MakeRequest,
     runner_package: Callable[[str], Path],
 ) -> None:
     phone = make_phone()  # version 7 installed
@@ -55,9 +56,9 @@ def test_a_new_farmrunner_version_is_an_upgrade(
 
 
 def test_without_the_app_or_a_package_prepare_says_what_to_do(
-    make_agent: Callable[..., IosAgent],
-    make_phone: Callable[..., FakePhone],
-    make_request: Callable[..., RunRequest],
+    make_agent: MakeAgent,
+    make_phone: MakePhone,
+    make_request: MakeRequest,
 ) -> None:
     phone = make_phone(installed=False)
     agent = make_agent(phone, drop=("ios_app_package",))
@@ -69,9 +70,9 @@ def test_without_the_app_or_a_package_prepare_says_what_to_do(
 
 
 def test_the_model_and_inputs_are_pushed_once_per_hash(
-    make_agent: Callable[..., IosAgent],
-    make_phone: Callable[..., FakePhone],
-    make_request: Callable[..., RunRequest],
+    make_agent: MakeAgent,
+    make_phone: MakePhone,
+    make_request: MakeRequest,
 ) -> None:
     phone = make_phone()
     agent = make_agent(phone)
@@ -90,9 +91,9 @@ def test_the_model_and_inputs_are_pushed_once_per_hash(
 
 
 def test_a_model_directory_is_pushed_with_its_tree(
-    make_agent: Callable[..., IosAgent],
-    make_phone: Callable[..., FakePhone],
-    make_request: Callable[..., RunRequest],
+    make_agent: MakeAgent,
+    make_phone: MakePhone,
+    make_request: MakeRequest,
     tmp_path: Path,
 ) -> None:
     package = tmp_path / "tiny.mlpackage"

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import ray
 
-from agents.base import AgentSettings, RunRequest
+from agents.base import AgentSettings
 from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
 from agents.ios.fakes import FakePhone, FakeProvider
 from agents.ios.standin_app import StandInRunner, standin_agent
 from farm.controller.ray_errors import is_retryable, to_farm_error
 from farm.errors import DeviceLostError
-from tests.ios.conftest import IPHONE15, expected_output, lockdown_values
+from tests.ios.conftest import IPHONE15, MakeRequest, expected_output, lockdown_values
 
 
 def agent_with_unplug_at_result_poll(settings: AgentSettings, values: dict[str, Any]) -> IosAgent:
@@ -64,9 +64,7 @@ def _actor(settings: AgentSettings, factory: Callable[[AgentSettings], IosAgent]
 
 
 @pytest.mark.usefixtures("local_ray")
-def test_a_job_runs_in_the_device_actor(
-    settings: AgentSettings, make_request: Callable[..., RunRequest]
-) -> None:
+def test_a_job_runs_in_the_device_actor(settings: AgentSettings, make_request: MakeRequest) -> None:
     factory = functools.partial(standin_agent, lockdown_values=lockdown_values(IPHONE15))
     unit, actor = _actor(settings, factory)
     assert unit.profile == "iphone15"
@@ -80,7 +78,7 @@ def test_a_job_runs_in_the_device_actor(
 
 @pytest.mark.usefixtures("local_ray")
 def test_a_phone_unplugged_mid_run_is_a_retryable_device_loss(
-    settings: AgentSettings, make_request: Callable[..., RunRequest], tmp_path: Path
+    settings: AgentSettings, make_request: MakeRequest, tmp_path: Path
 ) -> None:
     factory = functools.partial(agent_with_unplug_at_result_poll, values=lockdown_values(IPHONE15))
     _, actor = _actor(settings, factory)

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from agents.base import RunRequest
 from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
-from agents.ios.fakes import FakePhone
 from farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError
 
-from .conftest import expected_output
-
-MakeAgent = Callable[..., IosAgent]
-MakePhone = Callable[..., FakePhone]
-MakeRequest = Callable[..., RunRequest]
+from .conftest import MakeAgent, MakePhone, MakeRequest, expected_output
 
 
 def test_a_job_brings_back_measured_latencies_outputs_and_placement(
