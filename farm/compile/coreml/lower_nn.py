@@ -27,9 +27,7 @@ def conv_padding(attrs: dict[str, Any], spatial: int) -> tuple[str, list[int]]:
 
 def lower_conv(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
-    weight = lw.const(node.input[1])
-    if weight is None:
-        raise NotLowerable("Conv weights must be constants")
+    weight = lw.require_const(node, 1, "Conv weight")
     spatial = weight.ndim - 2
     pad_type, pad = conv_padding(attrs, spatial)
     kwargs: dict[str, Any] = {}
@@ -52,9 +50,7 @@ def lower_conv(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 def lower_conv_transpose(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
-    weight = lw.const(node.input[1])
-    if weight is None:
-        raise NotLowerable("ConvTranspose weights must be constants")
+    weight = lw.require_const(node, 1, "ConvTranspose weight")
     spatial = weight.ndim - 2
     kernel = list(weight.shape[2:])
     strides = [int(s) for s in attrs.get("strides", [1] * spatial)]
