@@ -8,12 +8,12 @@ last use, so the oldest entries go first when the cache is over its size limit.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from agents.android.device_paths import DevicePaths, q
 from agents.android.transport import AdbConnection
+from farm.artifacts import sha256_file
 from farm.errors import DeviceError
 
 DEFAULT_CACHE_LIMIT_BYTES = 2 * 1024**3
@@ -30,16 +30,8 @@ class CachedFile:
 
 def describe(local: Path, name: str | None = None, sha256: str | None = None) -> CachedFile:
     """A local file as the cache sees it; `sha256` is trusted when the caller has it already."""
-    digest = sha256 or file_sha256(local)
+    digest = sha256 or sha256_file(local)
     return CachedFile(local, name or local.name, digest, local.stat().st_size)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class PushCache:
