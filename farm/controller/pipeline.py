@@ -282,13 +282,33 @@ def run_planned(
         progress.job_finished(doc)
 
 
-def platforms_for(
-    devices: str, prepared: Prepared | None, profiles: dict[str, DeviceProfile], settings: AgentSettings
-) -> tuple[str, ...]:
-    """The platforms an embedded fleet must discover on this host."""
-    if prepared is None:
-        return default_platforms(simulated="simulated_units" in settings.extra)
-    return tuple(sorted({profiles[s.profile].platform for s in prepared.selectors}))
+def check_requests(
+    requests: list[SubmitRequest], profiles: dict[str, DeviceProfile], settings: AgentSettings
+) -> tuple[list[Prepared | None], tuple[str, ...]]:
+    """Each request checked before any cluster starts (None for all of them when one asks for
+    `--devices all`, which needs the attached units first), and the platforms an embedded fleet
+    must discover on this host."""
+    if any(r.devices.strip() == "all" for r in requests):
+        return [None] * len(requests), default_platforms(simulated="simulated_units" in settings.extra)
+    checked = [prepare(r, profiles) for r in requests]
+    platforms = {profiles[s.profile].platform for c in checked for s in c.selectors}
+    return list(checked), tuple(sorted(platforms))
+
+
+def prepare_on(
+    client: FleetClient,
+    requests: list[SubmitRequest],
+    checked: list[Prepared | None],
+    profiles: dict[str, DeviceProfile],
+) -> list[Prepared]:
+    """The requests `check_requests` could not check alone, checked against the units attached;
+    embedded, a selector with no unit attached is an error now (none will appear later)."""
+    attached = client.attached_profiles() if None in checked else None
+    prepared = [c or prepare(r, profiles, attached=attached) for r, c in zip(requests, checked, strict=True)]
+    if client.embedded:
+        for p in prepared:
+            client.check_attached(p.selectors)
+    return prepared
 
 
 def submit(
@@ -301,16 +321,10 @@ def submit(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     progress = progress or SilentProgress()
-    every = request.devices.strip() == "all"
-    prepared = None if every else prepare(request, profiles)
+    checked, platforms = check_requests([request], profiles, settings)
     progress.stage("finding devices")
-    with fleet_client(
-        cluster, settings, profiles, platforms_for(request.devices, prepared, profiles, settings)
-    ) as client:
-        if prepared is None:
-            prepared = prepare(request, profiles, attached=client.attached_profiles())
-        if client.embedded:
-            client.check_attached(prepared.selectors)
+    with fleet_client(cluster, settings, profiles, platforms) as client:
+        [prepared] = prepare_on(client, [request], checked, profiles)
         home.ensure()
         run_id = new_run_id()
         document = run_document(run_id, request, prepared)

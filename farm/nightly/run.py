@@ -14,13 +14,12 @@ from farm.config import FarmHome
 from farm.controller.client import fleet_client
 from farm.controller.cluster import ClusterConfig
 from farm.controller.pipeline import (
-    Prepared,
     Progress,
     SilentProgress,
     SubmitRequest,
+    check_requests,
     plan_model,
-    platforms_for,
-    prepare,
+    prepare_on,
     run_document,
     run_planned,
 )
@@ -85,25 +84,9 @@ def run_nightly(
 ) -> NightlyResult:
     progress = progress or SilentProgress()
     requests = requests_for(suite)
-    every = any(r.devices.strip() == "all" for r in requests)
-    checked: list[Prepared | None] = [None if every else prepare(r, profiles) for r in requests]
-    platforms = tuple(
-        sorted(
-            {
-                p
-                for r, c in zip(requests, checked, strict=True)
-                for p in platforms_for(r.devices, c, profiles, settings)
-            }
-        )
-    )
+    checked, platforms = check_requests(requests, profiles, settings)
     with fleet_client(cluster, settings, profiles, platforms) as client:
-        prepared = [
-            c or prepare(r, profiles, attached=client.attached_profiles())
-            for r, c in zip(requests, checked, strict=True)
-        ]
-        if client.embedded:
-            for p in prepared:
-                client.check_attached(p.selectors)
+        prepared = prepare_on(client, requests, checked, profiles)
         home.ensure()
         run_id = new_run_id()
         with ResultsStore(home.store_path) as store:
