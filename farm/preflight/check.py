@@ -6,6 +6,7 @@ CoreML targets are checked on the source graph, which the farm's lowering conver
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +130,9 @@ def coreml_lowering_check(model_path: Path) -> list[Unsupported] | None:
 def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Prediction]:
     """One prediction per target, in the order given."""
     source_nodes = graph_nodes(model_path)
-    basic: list[GraphNode] | None = None
+    # Each is the same for every target that needs it, and costs a session build or a lowering.
+    basic_graph = functools.cache(lambda: ort_basic_graph(model_path))
+    lowering_check = functools.cache(lambda: coreml_lowering_check(model_path))
     predictions = []
     for item in targets:
         target = item if isinstance(item, Target) else Target.parse(item)
@@ -150,8 +153,7 @@ def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Predict
         notes = []
         nodes = source_nodes
         if support.graph == "ort-basic":
-            if basic is None:
-                basic = ort_basic_graph(model_path)
+            basic = basic_graph()
             if basic is not None:
                 nodes = basic
                 notes.append(
@@ -161,7 +163,7 @@ def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Predict
                 notes.append("this host's ONNX Runtime could not load the model: checked on the source graph")
         unsupported, conditional = _check(nodes, support)
         if target.runtime == "coreml" and support.source == COREML_LOWERING_SOURCE:
-            lowered = coreml_lowering_check(model_path)
+            lowered = lowering_check()
             if lowered is not None:
                 unsupported = lowered
             notes.append(
