@@ -61,14 +61,16 @@ class DeviceActorImpl:
         """The artifact on this node: the submitter's path where shared, else its shipped bytes."""
         if blob is None or request.artifact.exists() or self.cache_dir is None:
             return request
-        import ray
-
-        data: bytes = ray.get(blob)
-        if hashlib.sha256(data).hexdigest() != request.artifact_sha256:
-            data_sha = hashlib.sha256(data).hexdigest()[:12]
-            raise ValueError(f"shipped artifact is {data_sha}, expected {request.artifact_sha256[:12]}")
         path = self.cache_dir / request.artifact_sha256 / request.artifact.name
-        if not path.exists():
+        if not path.exists():  # written only once verified: a cached artifact is not fetched again
+            import ray
+
+            data: bytes = ray.get(blob)
+            data_sha = hashlib.sha256(data).hexdigest()
+            if data_sha != request.artifact_sha256:
+                raise ValueError(
+                    f"shipped artifact is {data_sha[:12]}, expected {request.artifact_sha256[:12]}"
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             partial = path.with_suffix(path.suffix + ".partial")
             partial.write_bytes(data)
