@@ -34,7 +34,7 @@ def _start_fleet(node_id: str, submitter_timeout_s: float) -> Any:
     fleet = (
         fleet_actor_class()
         .options(name=FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE, scheduling_strategy=node_strategy(node_id))
-        .remote()
+        .remote(submitter_timeout_s=submitter_timeout_s)
     )
     ray.get(fleet.units.remote())  # the actor is up before agents and submitters look for it
     return fleet
