@@ -21,18 +21,6 @@ from farm.cli.submit import StderrProgress
 EXIT_REGRESSION = 1
 
 
-def _push(url: str, run: dict[str, object], jobs: list[dict[str, object]]) -> None:
-    from farm.errors import UsageError
-
-    try:
-        from farm.metrics.pushgateway import push_run_summary
-    except ImportError:
-        raise UsageError(
-            "--pushgateway: this farm has no Pushgateway support (farm.metrics.pushgateway)"
-        ) from None
-    push_run_summary(url, run, jobs)
-
-
 @click.command()
 @click.argument("suite_path", metavar="SUITE", type=click.Path(path_type=Path))
 @click.option(
@@ -73,7 +61,9 @@ def nightly(
         progress=StderrProgress(),
     )
     if pushgateway:
-        _push(pushgateway, result.run, result.run["jobs"])
+        from farm.metrics.pushgateway import push_run_summary
+
+        push_run_summary(pushgateway, result.run, result.run["jobs"])
     if as_json:
         document = {**result.run, "comparison": result.comparison.to_dict()}
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")
