@@ -11,6 +11,7 @@ import click
 
 from farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
 from farm.cli.context import CliState, handles_errors
+from farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
 
 STATUS_EVERY_S = 60.0
 
@@ -54,7 +55,7 @@ def _start_fleet(node_id: str, submitter_timeout_s: float) -> Any:
     "--submitter-timeout",
     "submitter_timeout_s",
     type=float,
-    default=30.0,
+    default=DEFAULT_SUBMITTER_TIMEOUT_S,
     show_default=True,
     help="Drop the queued jobs of a submitter silent for this many seconds (killed).",
 )

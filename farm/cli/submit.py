@@ -15,6 +15,7 @@ from farm.analysis.numeric import Tolerance
 from farm.cli.context import CliState, handles_errors
 from farm.cli.output import json_default
 from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from farm.errors import UsageError
 from farm.inputs import parse_shapes
 from farm.targets import parse_targets
@@ -85,7 +86,7 @@ def _tolerance(text: str | None) -> Tolerance | None:
 @click.option(
     "--attempts",
     type=int,
-    default=3,
+    default=DEFAULT_MAX_ATTEMPTS,
     show_default=True,
     help="Tries of a job whose unit disconnects or dies, on other units of its profile.",
 )
@@ -93,7 +94,7 @@ def _tolerance(text: str | None) -> Tolerance | None:
     "--placement-deadline",
     "placement_deadline_s",
     type=float,
-    default=600.0,
+    default=DEFAULT_PLACEMENT_DEADLINE_S,
     show_default=True,
     help="Seconds a job waits while no unit of its profile is up, before it fails.",
 )
