@@ -46,10 +46,10 @@ def report(
     model_path: Path | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
-    from farm.cli.runs import _store, load_run
+    from farm.cli.runs import load_run, open_store
     from farm.reports.document import build_report
 
-    with _store(state) as store:
+    with open_store(state) as store:
         run = load_run(store, run_id)
         against = load_run(store, against_id) if against_id else None
     built = build_report(run, against, model_path=model_path, artifacts_root=state.home.artifacts)

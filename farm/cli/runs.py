@@ -16,7 +16,8 @@ from farm.reports.terminal import stdout_console
 from farm.store import ResultsStore
 
 
-def _store(state: CliState) -> ResultsStore:
+def open_store(state: CliState) -> ResultsStore:
+    """The results store for reading; a missing one is the user's "nothing run yet", not a new file."""
     path = state.home.store_path
     if not path.exists():
         raise UsageError(f"no results store at {path} yet", hint="run `farm submit` first")
@@ -39,7 +40,7 @@ def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
 @handles_errors
 def runs(state: CliState, limit: int, as_json: bool) -> None:
     """List stored runs, newest first."""
-    with _store(state) as store:
+    with open_store(state) as store:
         rows = store.runs(limit=limit)
         listing = [
             {
@@ -81,7 +82,7 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     """Show one stored run (an id or a unique prefix of one)."""
     from farm.reports.terminal import print_run
 
-    with _store(state) as store:
+    with open_store(state) as store:
         document = load_run(store, run_id)
     if as_json:
         sys.stdout.write(json.dumps(document) + "\n")
