@@ -18,7 +18,7 @@ import numpy as np
 
 from agents.base import AgentSettings, RunRequest
 from farm.analysis.job import failed_document, job_document
-from farm.analysis.numeric import Tolerance, default_tolerance
+from farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from farm.artifacts import ArtifactStore
 from farm.compile import compile_for_target
 from farm.compile.report import CompiledArtifact
@@ -34,7 +34,7 @@ from farm.errors import FarmError, UsageError
 from farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
 from farm.model import ModelInfo, inspect_model
 from farm.profiles import DeviceProfile
-from farm.reference import reference_outputs
+from farm.reference import check_reference_model, reference_model_entry, reference_outputs
 from farm.store import ResultsStore, new_run_id
 from farm.targets import Target
 
@@ -66,7 +66,12 @@ class SubmitRequest:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     inputs_npz: Path | None = None
     seed: int = DEFAULT_SEED
-    tolerance: Tolerance | None = None
+    #: overrides of the per-precision defaults (--tolerance, a suite's `tolerance:`), or one
+    #: Tolerance for every job
+    tolerance: Tolerance | ToleranceOverrides | None = None
+    #: another model with the same inputs and outputs whose host outputs are the reference
+    #: (the float model of a quantised artifact); None: the submitted model itself
+    reference_model: Path | None = None
     intra_op_threads: int | None = None
     profile_ops: bool = True
     coreml_precision: str = "fp16"
@@ -85,6 +90,12 @@ class Prepared:
     plan: list[tuple[DeviceSelector, Target]]
     shapes: dict[str, tuple[int, ...]]
     inputs: dict[str, np.ndarray]
+    #: the model whose host outputs are the reference: `info` unless --reference names another
+    reference_info: ModelInfo | None = None
+
+    @property
+    def reference_source(self) -> ModelInfo:
+        return self.reference_info or self.info
 
 
 def prepare(
@@ -104,8 +115,12 @@ def prepare(
     inputs = seeded_inputs(info, shapes, request.seed)
     if request.inputs_npz is not None:
         inputs = load_npz_inputs(request.inputs_npz, info, inputs)
+    reference_info = None
+    if request.reference_model is not None:
+        reference_info = inspect_model(request.reference_model)
+        check_reference_model(info, reference_info)
     plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
-    return Prepared(info, selectors, plan, shapes, inputs)
+    return Prepared(info, selectors, plan, shapes, inputs, reference_info)
 
 
 def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dict[str, Any]:
@@ -131,8 +146,24 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
             "seed": request.seed,
             "devices": request.devices,
             "targets": None if request.targets is None else [t.name for t in request.targets],
+            "reference_model": None if prepared.reference_info is None else str(prepared.reference_info.path),
+            "tolerance": _tolerance_setting(request.tolerance),
         },
     }
+
+
+def _tolerance_setting(tolerance: Tolerance | ToleranceOverrides | None) -> Any:
+    if isinstance(tolerance, ToleranceOverrides):
+        return tolerance.to_texts() or None
+    return None if tolerance is None else tolerance.to_dict()
+
+
+def job_tolerance(request: SubmitRequest, artifact: CompiledArtifact) -> Tolerance:
+    """The defaults for what the artifact computes in, with the run's overrides on top."""
+    if isinstance(request.tolerance, Tolerance):
+        return request.tolerance
+    tolerance = default_tolerance(artifact.target, artifact.report.precision)
+    return request.tolerance.apply(tolerance) if request.tolerance else tolerance
 
 
 def _compile_all(
@@ -183,8 +214,11 @@ def plan_model(
     expected_s: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> PlannedModel:
     compiled = _compile_all(request, prepared, home, progress)
-    progress.stage(f"computing the host reference of {prepared.info.name}")
-    reference = reference_outputs(prepared.info.path, prepared.info.sha256, prepared.inputs, home.references)
+    source = prepared.reference_source
+    progress.stage(f"computing the host reference of {prepared.info.name} with {source.path.name}")
+    computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
+    # a --reference model may give more outputs than the model: only the model's are compared
+    reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
     planned = PlannedModel(request, prepared, reference)
     shipped: dict[str, Any] = {}
     for selector, target in prepared.plan:
@@ -247,14 +281,15 @@ def _event_document(
     if event.kind != "done" or event.run is None:
         error = event.error or FarmError(event.message or "the job failed")
         return failed_document(merged, str(error), type(error).__name__)
-    tolerance = planned.request.tolerance or default_tolerance(artifact.target)
+    prepared = planned.prepared
     return job_document(
         base=merged,
         target=artifact.target,
         artifact=artifact,
         run=event.run,
         reference=planned.reference,
-        tolerance=tolerance,
+        tolerance=job_tolerance(planned.request, artifact),
+        reference_model=reference_model_entry(prepared.reference_source, prepared.reference_info is not None),
     )
 
 

@@ -47,7 +47,14 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "farm_partitions": ("Subgraphs the model was split into between backends.", RESULT),
     "farm_reference_max_abs_error": ("Largest absolute error against the host reference.", RESULT),
     "farm_reference_snr_db": ("Lowest signal-to-noise ratio against the host reference, dB.", RESULT),
-    "farm_reference_passed": ("1 if all outputs matched the host reference, else 0.", RESULT),
+    "farm_reference_passed": (
+        "1 if all outputs matched the reference, 0 if one did not; absent when not compared.",
+        RESULT,
+    ),
+    "farm_reference_state": (
+        "1 for the state of the newest job's reference check: passed, failed or not_compared.",
+        (*RESULT, "state"),
+    ),
     "farm_result_timestamp_seconds": ("Unix time the newest successful job of the series finished.", RESULT),
     "farm_device_temperature_celsius": (
         "Temperature of a unit: after its newest job per sensor, or live (sensor 'reported').",
@@ -203,7 +210,9 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
         if result.reference is not None:
             add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
             add("farm_reference_snr_db", result, result.reference.snr_db)
-            add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
+            if result.reference.passed is not None:
+                add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
+            add("farm_reference_state", result, 1.0, result.reference.state)
         add("farm_result_timestamp_seconds", result, result.finished_at)
     return list(families.values())
 

@@ -45,6 +45,8 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
             runs=m.runs,
             warmup=m.warmup,
             shapes=dict(m.shapes),
+            tolerance=m.tolerance or None,
+            reference_model=m.reference,
             max_attempts=suite.attempts,
             placement_deadline_s=suite.placement_deadline_s,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from farm.analysis.reference_state import FAILED, NOT_COMPARED, reference_state
 from farm.reports.compare import Column, Comparison
 from farm.reports.findings.base import Finding
 
@@ -22,13 +23,12 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
     findings = []
     for column in comparison.ok_columns:
         reference = column.job.get("reference") or {}
-        if reference.get("passed", True):
+        state = reference_state(column.job)
+        if state.state != FAILED:
             continue
         worst = _worst_snr(column)
         missing = reference.get("missing_outputs") or []
-        detail = f"worst output {worst[0]} at {worst[1]:.1f} dB SNR" if worst else "no comparable output"
-        if missing:
-            detail += f"; missing {', '.join(missing)}"
+        detail = state.reason or "outside the tolerance"
         findings.append(
             Finding(
                 "reference_failed",
@@ -42,6 +42,23 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
                 },
             )
         )
+    return findings
+
+
+def reference_not_compared(comparison: Comparison) -> list[Finding]:
+    """A job whose outputs were not compared: its numerics are unknown, not good."""
+    findings = []
+    for column in comparison.ok_columns:
+        state = reference_state(column.job)
+        if state.state == NOT_COMPARED:
+            findings.append(
+                Finding(
+                    "reference_not_compared",
+                    0.5,
+                    f"outputs of {column.label} were not compared with the reference: {state.reason}",
+                    {"column": column.label, "reason": state.reason},
+                )
+            )
     return findings
 
 
