@@ -54,6 +54,6 @@ def _old_failure(outputs: dict[str, Any], missing: list[str]) -> str:
     parts = []
     if known:
         name, snr = min(known, key=lambda x: x[1])
-        parts.append(f"{name}: SNR {snr:.1f} dB")
+        parts.append(f"worst output {name} at {snr:.1f} dB SNR")
     parts += [f"{name}: missing from the device's outputs" for name in missing]
     return "; ".join(parts) or "outside the tolerance"

@@ -29,6 +29,8 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
         worst = _worst_snr(column)
         missing = reference.get("missing_outputs") or []
         detail = state.reason or "outside the tolerance"
+        if worst and "worst output" not in detail:
+            detail += f" (worst output {worst[0]} at {worst[1]:.1f} dB SNR)"
         findings.append(
             Finding(
                 "reference_failed",
