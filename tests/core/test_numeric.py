@@ -124,7 +124,8 @@ def test_an_off_by_one_class_index_fails_although_its_snr_is_high() -> None:
     diff = check.outputs["class"]
     assert diff.kind == "integer" and diff.mismatches == 1 and diff.exact_match == 0.0
     assert math.isnan(diff.snr_db) and math.isnan(diff.cosine)  # no SNR/cosine for indices
-    assert check.failures == ["class: 1 of 1 values differ (exact match 0 %, needs 100 %), largest difference 1"]
+    expected = "class: 1 of 1 values differ (exact match 0 %, needs 100 %), largest difference 1"
+    assert check.failures == [expected]
     assert compare_outputs({"class": reference}, {"class": reference.astype(np.int32)}, FP16).passed
 
 
