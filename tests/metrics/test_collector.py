@@ -204,7 +204,19 @@ def test_conventions_help_units_and_bounded_labels(store_path: Path, real_run: R
         "farm_queue_jobs",
         "farm_last_nightly_timestamp_seconds",
     }
-    allowed = {"model", "device", "target", "quantile", "backend", "unit", "sensor", "status", "suite", "le"}
+    allowed = {
+        "model",
+        "device",
+        "target",
+        "quantile",
+        "backend",
+        "unit",
+        "sensor",
+        "status",
+        "suite",
+        "le",
+        "state",
+    }
     documented = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     for family in families:
         assert family.documentation, f"{family.name} has no HELP"
