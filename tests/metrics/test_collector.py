@@ -113,7 +113,10 @@ def test_failing_reference_and_accelerator_fallbacks(store_path: Path, real_run:
     job = real_run.job
     cpu_ops = job["ops"][:3]
     failing = _variant(
-        job, target="ort/nnapi", fallback_ops=cpu_ops, reference={**job["reference"], "passed": False}
+        job,
+        target="ort/nnapi",
+        fallback_ops=cpu_ops,
+        reference={**job["reference"], "passed": False, "status": "failed"},
     )
     with ResultsStore(store_path) as store:
         store.add_job(job["run_id"], failing)

@@ -48,15 +48,16 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
 
 
 def reference_not_compared(comparison: Comparison) -> list[Finding]:
-    """A job whose outputs were not compared: its numerics are unknown, not good."""
+    """A job whose reference check could not compare outputs (its runner returned none): its
+    numerics are unknown, not good. A recording without a reference section says nothing."""
     findings = []
     for column in comparison.ok_columns:
         state = reference_state(column.job)
-        if state.state == NOT_COMPARED:
+        if state.state == NOT_COMPARED and isinstance(column.job.get("reference"), dict):
             findings.append(
                 Finding(
                     "reference_not_compared",
-                    0.5,
+                    0.3,
                     f"outputs of {column.label} were not compared with the reference: {state.reason}",
                     {"column": column.label, "reason": state.reason},
                 )
