@@ -8,6 +8,7 @@ coremltools (or the lowering) there is no prediction and the report says only wh
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,6 @@ def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> d
         predicted = predict_drift(model_path, inputs, precision, input_shapes=shapes)
     except Exception:  # a model the host executor cannot run: no prediction, not a failed report
         return {}
-    return {
-        name: diff_output(reference[name], predicted[name]).snr_db for name in reference if name in predicted
-    }
+    snrs = {n: diff_output(ref, predicted[n]).snr_db for n, ref in reference.items() if n in predicted}
+    # an output without an SNR (non-finite, all-zero reference, integer) has no prediction
+    return {name: snr for name, snr in snrs.items() if math.isfinite(snr)}
