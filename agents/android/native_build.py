@@ -71,7 +71,9 @@ class RunnerBuild:
         return self.binary.parent
 
 
-def _run(argv: list[str], what: str, cwd: Path | None = None, timeout_s: float = DEFAULT_BUILD_TIMEOUT_S) -> str:
+def _run(
+    argv: list[str], what: str, cwd: Path | None = None, timeout_s: float = DEFAULT_BUILD_TIMEOUT_S
+) -> str:
     try:
         done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except FileNotFoundError:
@@ -109,7 +111,9 @@ def fetch_sdk(cache_dir: Path = DEFAULT_CACHE_DIR) -> Sdk:
                 for name in zipped.namelist():
                     if name.startswith("headers/") and not name.endswith("/"):
                         _extract(zipped, name, staging / name)
-                _extract(zipped, "jni/arm64-v8a/libonnxruntime.so", staging / "jni/arm64-v8a/libonnxruntime.so")
+                _extract(
+                    zipped, "jni/arm64-v8a/libonnxruntime.so", staging / "jni/arm64-v8a/libonnxruntime.so"
+                )
             shutil.rmtree(sdk, ignore_errors=True)
             staging.rename(sdk)
         done.touch()
@@ -188,7 +192,12 @@ def build(
     stamp = _stamp(target, sdk.headers, library, compiler)
     stamp_file = where / "stamp"
     built = RunnerBuild(target, runner_dir / RUNNER_NAME, runner_dir / _soname(library))
-    if stamp_file.exists() and stamp_file.read_text() == stamp and built.binary.exists() and built.library.exists():
+    if (
+        stamp_file.exists()
+        and stamp_file.read_text() == stamp
+        and built.binary.exists()
+        and built.library.exists()
+    ):
         return built
     shutil.rmtree(where, ignore_errors=True)
     runner_dir.mkdir(parents=True)
@@ -210,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.android.native_build")
     parser.add_argument("action", choices=("fetch", "build"))
     parser.add_argument("target", nargs="?", default="linux-x86_64", choices=TARGETS)
-    parser.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("FARM_NATIVE_CACHE", DEFAULT_CACHE_DIR)))
+    parser.add_argument(
+        "--cache-dir", type=Path, default=Path(os.environ.get("FARM_NATIVE_CACHE", DEFAULT_CACHE_DIR))
+    )
     args = parser.parse_args(argv)
     try:
         if args.action == "fetch":
