@@ -33,10 +33,20 @@ SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
 CACHE = "data/local/tmp/farm/cache"
 
 
+def _profiles_without_cooldown(tmp_path: Path) -> Path:
+    """The shipped profiles, pixel8's 30 s pause between two jobs on one unit set to none."""
+    directory = tmp_path / "profiles"
+    shutil.copytree(REPO / "device_profiles", directory)
+    pixel8 = directory / "pixel8.yaml"
+    pixel8.write_text(pixel8.read_text().replace("cooldown_s: 30", "cooldown_s: 0"))
+    return directory
+
+
 def _submit(tmp_path: Path, key: Path, *addresses: str, devices: str = "pixel8") -> Any:
     model = tmp_path / "tinynet.onnx"
     shutil.copy(REPO / "examples/tinynet.onnx", model)
-    args = ["--home", str(tmp_path / "home"), "submit", str(model), "--devices", devices]
+    args = ["--home", str(tmp_path / "home"), "--profiles-dir", str(_profiles_without_cooldown(tmp_path))]
+    args += ["submit", str(model), "--devices", devices]
     for address in addresses:
         args += ["--adb", address]
     args += ["--targets", "ort/cpu", "--runs", "10", "--warmup", "2", "--json"]

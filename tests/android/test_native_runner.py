@@ -84,7 +84,9 @@ def test_integer_bool_and_half_tensors_round_trip_through_npy(
     model = tmp_path / "kinds.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
     rng = np.random.default_rng(3)
-    inputs = {k: (rng.standard_normal((3, 2)) * 9).astype(d) for k, (_, d) in kinds.items()}
+    inputs: dict[str, np.ndarray] = {
+        k: (rng.standard_normal((3, 2)) * 9).astype(d) for k, (_, d) in kinds.items()
+    }
     done = _run(
         native_runner, tmp_path / "out", "--model", str(model), *_inputs(tmp_path, inputs), "--runs", "1"
     )
