@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import posixpath
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +123,11 @@ class PerfTestRunner:
         self.conn = conn
         self.binary = binary
         self.options = options
+        # A shared build's perf_test finds libonnxruntime.so beside it only through the loader path.
+        self._env = f"LD_LIBRARY_PATH={q(posixpath.dirname(binary) or '.')}"
+
+    def _line(self, argv: list[str]) -> str:
+        return " ".join([self._env, *(q(a) for a in argv)])
 
     def _stage(self, staged: StagedJob, job_dir: str) -> str:
         """perf_test reads inputs from test_data_set_0 next to the model: link both in."""
@@ -139,7 +145,7 @@ class PerfTestRunner:
         return f"{job_dir}/model.onnx"
 
     def _perf_test(self, job_dir: str, request: RunRequest, argv: list[str]) -> str:
-        result = run_detached(self.conn, job_dir, " ".join(q(a) for a in argv), request.timeout_s)
+        result = run_detached(self.conn, job_dir, self._line(argv), request.timeout_s)
         if result.exit_code != 0:
             raise DeviceError(
                 f"{self.conn.serial}: onnxruntime_perf_test failed: {result.output.strip()[-500:]}"
@@ -194,10 +200,7 @@ class PerfTestRunner:
                     _attach_profile(run, Path(tmp) / "profile.json")
         if request.target.is_accelerator:
             probe = run_detached(
-                self.conn,
-                job_dir,
-                " ".join(q(a) for a in argv(1, disable_cpu_fallback=True)),
-                request.timeout_s,
+                self.conn, job_dir, self._line(argv(1, disable_cpu_fallback=True)), request.timeout_s
             )
             run.notes.append(
                 "every node runs on the accelerator (CPU fallback disabled: the probe passed)"
