@@ -53,6 +53,7 @@ def test_result_outputs_and_profile_follow_the_contract(
     result = json.loads((out / "result.json").read_text())
     assert len(result["samples_ms"]) == 7 and all(s > 0 for s in result["samples_ms"])
     assert result["load_ms"] > 0 and result["first_inference_ms"] > 0 and result["warmup_runs"] == 2
+    assert result["warmup_total_ms"] > 0
     assert result["ort_version"] == ort.__version__ and result["ort_build_type"] == "Release"
     assert result["runner_build_type"] == "Release" and result["execution_provider"] == "cpu"
     assert result["peak_memory_bytes"] > 0 and "VmHWM" in result["peak_memory_kind"]

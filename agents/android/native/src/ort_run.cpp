@@ -244,7 +244,9 @@ void measure(const Ort& ort, const Options& o) {
 
     stage = "warmup";
     Values scratch(ort.api, output_names.size());
+    start = Clock::now();
     for (int i = 0; i < o.warmup; ++i) run_once(ort, timed.session.get(), feeds, in_c, out_c, scratch);
+    const double warmup_ms = ms_since(start);
 
     stage = "timed_runs";
     std::vector<double> samples;
@@ -291,6 +293,7 @@ void measure(const Ort& ort, const Options& o) {
         .add("execution_provider", o.ep).add("available_providers", available_providers(ort))
         .add("clock", "std::chrono::steady_clock (CLOCK_MONOTONIC)")
         .add("load_ms", load_ms).add("first_inference_ms", first_ms).add("warmup_runs", o.warmup)
+        .add("warmup_total_ms", warmup_ms)
         .add("samples_ms", samples).add("outputs", written).add("outputs_skipped", skipped);
     if (peak >= 0) {
       result.add("peak_memory_bytes", peak);
