@@ -22,7 +22,7 @@ from agents.android.native_build import RunnerBuild
 from agents.android.native_runner import RUNNER_BINARY
 from agents.base import AgentSettings, RunRequest
 from farm.cli.main import cli
-from farm.errors import DeviceLostError
+from farm.errors import DeviceError, DeviceLostError
 from farm.profiles import load_profiles
 from farm.targets import Target
 from tests.android.adb_peer import Fault
@@ -129,3 +129,14 @@ def test_submit_retries_a_job_whose_phone_drops_mid_push_on_another_phone(
     first = retried["attempts"][0]
     assert first["unit"].endswith(pixel8_peer.address) and "lost" in (first["error"] or "").lower()
     assert not retried["unit"].endswith(pixel8_peer.address)
+
+
+def test_a_provider_the_runner_lacks_fails_the_job_with_the_runners_reason(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, small_model: tuple[Path, str, dict[str, np.ndarray]]
+) -> None:
+    path, sha, inputs = small_model
+    request = RunRequest(path, sha, Target.parse("ort/xnnpack"), inputs, warmup=1, runs=3, timeout_s=60)
+    with one_unit(_settings(pixel8_peer)) as (agent, unit), pytest.raises(DeviceError) as failed:
+        agent.run(unit, request)
+    assert "the native runner failed at load: appending XNNPACK" in str(failed.value)
+    assert "not supported in this build" in str(failed.value)
