@@ -28,7 +28,7 @@ from agents.android.inventory import make_unit, parse_getprop
 from agents.android.keys import load_signer
 from agents.android.native_build import DEFAULT_BUILD_ROOT
 from agents.android.native_runner import RUNNER_BINARY, NativeCommand, NativeRunner, ep_options, find_build
-from agents.android.perf_test import provider_options
+from agents.android.perf_test import perf_test_options, provider_options
 from agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, CachedFile, PushCache, describe
 from agents.android.runners import FARM_RUNNER_NAME, FarmRunner, PerfTestRunner, StagedJob
 from agents.android.test_data import write_test_data
@@ -153,7 +153,8 @@ class AndroidAgent(DeviceAgent):
                     staged, request, job_dir
                 )
             else:
-                perf_test = PerfTestRunner(conn, profile.runner.get("path", DEFAULT_PERF_TEST_PATH), options)
+                flags = perf_test_options(request.target.backend, options)
+                perf_test = PerfTestRunner(conn, profile.runner.get("path", DEFAULT_PERF_TEST_PATH), flags)
                 result = perf_test.run(staged, request, job_dir)
         finally:
             self._cleanup(conn, job_dir)

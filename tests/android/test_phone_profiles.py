@@ -8,6 +8,7 @@ import pytest
 
 from agents.android.agent import NATIVE, AndroidAgent
 from agents.android.native_runner import NativeCommand, ep_options
+from agents.android.perf_test import perf_test_options
 from farm.errors import ProfileError
 from farm.profiles import load_profiles, match_profile, parse_profile
 from farm.targets import Target
@@ -61,3 +62,9 @@ def test_the_native_command_sets_the_library_paths_and_quotes_everything() -> No
         "backend_path=/q/libQnnHtp.so",
         "NNAPI_FLAG_USE_FP16=1",
     ]
+
+
+def test_nnapi_flags_are_bare_words_for_perf_test() -> None:
+    flags = ["NNAPI_FLAG_USE_FP16|1", "NNAPI_FLAG_CPU_DISABLED|0", "NNAPI_FLAG_USE_NCHW|1"]
+    assert perf_test_options("nnapi", flags) == ["NNAPI_FLAG_USE_FP16", "NNAPI_FLAG_USE_NCHW"]
+    assert perf_test_options("qnn", ["backend_path|libQnnHtp.so"]) == ["backend_path|libQnnHtp.so"]
