@@ -110,6 +110,11 @@ def test_integer_bool_and_half_tensors_round_trip_through_npy(
             "QNN execution provider is not",
         ),
         (["--ep", "cpu", "--ep-option", "x=1"], "load", "takes no provider options"),
+        (
+            ["--ep", "qnn", "--ep-library", "/nonexistent/libonnxruntime_providers_qnn.so"],
+            "load",
+            "registering",
+        ),
     ],
 )
 def test_providers_this_build_lacks_fail_clearly(
