@@ -74,6 +74,23 @@ class DivergenceCurve:
     note: str = ""
 
     @property
+    def lowest(self) -> LayerError | None:
+        finite = [layer for layer in self.layers if layer.snr_db is not None]
+        return min(finite, key=lambda layer: layer.snr_db or 0.0) if finite else None
+
+    def shown(self, rows: int) -> list[LayerError]:
+        """`rows` layers worth showing, in graph order: around the first divergent one, else the
+        lowest-SNR ones and the last."""
+        layers = self.layers
+        if self.first is not None:
+            at = next((i for i, layer in enumerate(layers) if layer.point == self.first.point), 0)
+            start = max(0, at - rows // 2)
+            return layers[start : start + rows]
+        ranked = sorted(range(len(layers)), key=lambda i: layers[i].snr_db or 0.0)[: rows - 1]
+        picked = set(ranked) | ({len(layers) - 1} if layers else set())
+        return [layers[i] for i in sorted(picked)]
+
+    @property
     def growth_db(self) -> float | None:
         """How many dB the SNR fell from the first divergent layer to the last layer compared."""
         if self.first is None or self.first.snr_db is None or not self.layers:
@@ -83,7 +100,11 @@ class DivergenceCurve:
 
     def finding(self) -> str:
         if self.first is None:
-            return f"every compared layer stays within {self.snr_floor_db:g} dB of the reference"
+            text = f"every compared layer stays within tolerance ({self.snr_floor_db:g} dB)"
+            lowest = self.lowest
+            if lowest is not None and lowest.snr_db is not None:
+                text += f"; lowest {lowest.snr_db:.1f} dB at {lowest.point.node} ({lowest.point.op_type})"
+            return text
         first = self.first
         where = f"{first.point.node} ({first.point.op_type})"
         computed = ""

@@ -48,12 +48,7 @@ def print_layers(console: Console, curves: list[DivergenceCurve], missing: dict[
         table = Table(box=None, pad_edge=False)
         for column, justify in (("depth", "right"), ("node", "left"), ("op", "left"), ("SNR dB", "right")):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
-        start = 0
-        if curve.first is not None:
-            start = max(
-                0, [layer.point for layer in curve.layers].index(curve.first.point) - TERMINAL_ROWS // 2
-            )
-        for layer in curve.layers[start : start + TERMINAL_ROWS]:
+        for layer in curve.shown(TERMINAL_ROWS):
             snr = f"{layer.nonfinite} inf/NaN" if layer.snr_db is None else f"{layer.snr_db:.1f}"
             marker = " <- first" if curve.first is not None and layer.point == curve.first.point else ""
             table.add_row(str(layer.point.depth), layer.point.node + marker, layer.point.op_type, snr)

@@ -6,8 +6,8 @@ from farm.analysis.divergence import DivergenceCurve
 from farm.reports.html_sections import _num, _table, e
 from farm.reports.svg_layers import layer_error_plot
 
-#: layers shown around the first divergent one in each job's table
-TABLE_CONTEXT = 6
+#: layers in each job's table: around the first divergent one, else the lowest-SNR ones
+TABLE_ROWS = 12
 
 
 def _method(curve: DivergenceCurve) -> str:
@@ -20,13 +20,8 @@ def _method(curve: DivergenceCurve) -> str:
 
 
 def _rows(curve: DivergenceCurve) -> list[list[str]]:
-    layers = curve.layers
-    start = 0
-    if curve.first is not None:
-        at = next((i for i, layer in enumerate(layers) if layer.point == curve.first.point), 0)
-        start = max(0, at - TABLE_CONTEXT // 2)
     rows = []
-    for layer in layers[start : start + TABLE_CONTEXT * 2]:
+    for layer in curve.shown(TABLE_ROWS):
         first = curve.first is not None and layer.point == curve.first.point
         rows.append(
             [
