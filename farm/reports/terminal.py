@@ -8,6 +8,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from farm.reports.sustained_text import sustained_lines
+
 TOP_OPS = 8
 #: above this coefficient of variation the timed runs disagree enough to say so
 NOISY_CV = 0.1
@@ -131,6 +133,7 @@ def render_run(document: dict[str, Any]) -> Group:
     for job in document["jobs"]:
         if job["status"] == "ok":
             parts.append(compile_lines(job))
+            parts.append(sustained_lines(job))
             if job["ops"]:
                 parts.append(ops_table(job))
     return Group(*parts)
