@@ -99,7 +99,7 @@ def test_the_summary_finds_the_first_throttle_and_its_signal() -> None:
     )
     assert (
         sustained_document(SustainedTrace(60, 10, hot, start))["summary"]["thermal_status_reached"]
-        == "nominal"
+        == "severe"
     )
     assert sustained_document(SustainedTrace(60, 10, hot, start))["summary"]["throttle_signal"] == "thermal"
 
