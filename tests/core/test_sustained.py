@@ -137,3 +137,20 @@ def test_submit_sustained_records_windows_and_warm_start(home: Path, model: Path
     assert sustained["summary"]["first_p50_ms"] > 0 and sustained["summary"]["steady_p50_ms"] > 0
     shown = farm(home, "show", document["run_id"])
     assert "sustained 2 s (" in shown.stdout and "warm (a second session" in shown.stdout
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from farm.metrics.collector import FarmCollector, farm_registry
+
+    collector = FarmCollector(home / "results.sqlite")
+    try:
+        text = generate_latest(farm_registry(collector)).decode()
+    finally:
+        collector.close()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    assert values["farm_session_warm_load_seconds"] == pytest.approx(job["warm_load_ms"] / 1000)
+    assert values["farm_sustained_slowdown_ratio"] == pytest.approx(sustained["summary"]["slowdown"])
+    throttle = sustained["summary"]["time_to_first_throttle_s"]
+    assert values.get("farm_sustained_throttle_seconds") == (
+        None if throttle is None else pytest.approx(throttle)
+    )
