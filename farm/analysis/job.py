@@ -11,6 +11,7 @@ import numpy as np
 from agents.base import DeviceRun, OpTiming, Thermal
 from farm.analysis.latency import latency_stats
 from farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
+from farm.analysis.sustained import sustained_document
 from farm.analysis.topk import index_agreement, topk_agreement
 from farm.analysis.transfers import transfer_report
 from farm.compile.placement import CPU_PROVIDERS
@@ -197,7 +198,10 @@ def job_document(
         thermal={"before": _thermal(run.thermal_before), "after": _thermal(run.thermal_after)},
         notes=list(artifact.report.notes) + list(run.notes),
         trace_events=slim_trace(run.trace_events),
+        warm_load_ms=run.warm_load_ms,
     )
+    if run.sustained is not None:
+        document["sustained"] = sustained_document(run.sustained)
     return document
 
 

@@ -11,12 +11,14 @@ from typing import Any
 import click
 from rich.console import Console
 
+from agents.base import DEFAULT_SUSTAINED_WINDOW_S
 from farm.analysis.reference_state import FAILED, reference_state
 from farm.analysis.tolerance import parse_tolerance
 from farm.cli.context import CliState, handles_errors
 from farm.cli.output import json_default
 from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from farm.durations import parse_duration_s
 from farm.errors import ReferenceCheckError
 from farm.inputs import parse_shapes
 from farm.targets import parse_targets
@@ -114,6 +116,20 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     show_default=True,
     help="Seconds a job waits while no unit of its profile is up, before it fails.",
 )
+@click.option(
+    "--sustained",
+    metavar="DURATION",
+    help="After the timed runs, run back to back for this long (90s, 10m): latency, "
+    "frequency and temperature per window, and the throttling curve.",
+)
+@click.option(
+    "--sustained-window",
+    "sustained_window_s",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_SUSTAINED_WINDOW_S,
+    show_default=True,
+    help="Seconds per window of a sustained run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
@@ -136,6 +152,8 @@ def submit(
     adb: tuple[str, ...],
     attempts: int,
     placement_deadline_s: float,
+    sustained: str | None,
+    sustained_window_s: float,
     as_json: bool,
 ) -> None:
     """Compile MODEL per target, run it on the devices, and report."""
@@ -160,6 +178,8 @@ def submit(
         coreml_precision=coreml_precision,
         max_attempts=attempts,
         placement_deadline_s=placement_deadline_s,
+        sustained_s=parse_duration_s(sustained) if sustained else 0.0,
+        sustained_window_s=sustained_window_s,
     )
     from farm.cli.agent import fleet_settings
 

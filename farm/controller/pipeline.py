@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from agents.base import AgentSettings, RunRequest
+from agents.base import DEFAULT_JOB_TIMEOUT_S, DEFAULT_SUSTAINED_WINDOW_S, AgentSettings, RunRequest
 from farm.analysis.job import failed_document, job_document
 from farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from farm.artifacts import ArtifactStore
@@ -79,6 +79,9 @@ class SubmitRequest:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: how long a job waits while no unit of its profile is up
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
+    #: a sustained phase after the timed runs (0: none), cut into windows of this length
+    sustained_s: float = 0.0
+    sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
 
 
 @dataclass
@@ -143,6 +146,7 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
         "settings": {
             "runs": request.runs,
             "warmup": request.warmup,
+            "sustained_s": request.sustained_s or None,
             "seed": request.seed,
             "devices": request.devices,
             "targets": None if request.targets is None else [t.name for t in request.targets],
@@ -254,6 +258,10 @@ def plan_model(
                     runs=request.runs,
                     profile_ops=request.profile_ops,
                     intra_op_threads=request.intra_op_threads,
+                    sustained_s=request.sustained_s,
+                    sustained_window_s=request.sustained_window_s,
+                    # the job's deadline grows with the sustained phase it asks for
+                    timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
                 ),
                 artifact_blob=shipped[artifact.sha256],
                 expected_s=expected_s(base) if expected_s is not None else None,

@@ -41,6 +41,13 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "farm_first_inference_seconds": ("Latency of the first (cold) inference of the newest job.", RESULT),
     "farm_session_load_seconds": ("Time to load the model into an inference session on the unit.", RESULT),
+    "farm_session_warm_load_seconds": ("Time to load it again in the same process, caches warm.", RESULT),
+    "farm_sustained_slowdown_ratio": (
+        "Steady-state p50 over first-span p50 of the newest job's sustained run.", RESULT,
+    ),
+    "farm_sustained_throttle_seconds": (
+        "Seconds into the newest job's sustained run until it first throttled (absent: it did not).", RESULT,
+    ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
     "farm_ops": ("Ops of the newest job by the backend that ran them.", (*RESULT, "backend")),
     "farm_cpu_fallback_ops": ("Ops run on the CPU although the target asked for an accelerator.", RESULT),
@@ -202,6 +209,9 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
             add("farm_inference_latency_seconds", result, seconds, quantile)
         add("farm_first_inference_seconds", result, result.first_inference_s)
         add("farm_session_load_seconds", result, result.session_load_s)
+        add("farm_session_warm_load_seconds", result, result.warm_load_s)
+        add("farm_sustained_slowdown_ratio", result, result.sustained_slowdown)
+        add("farm_sustained_throttle_seconds", result, result.sustained_throttle_s)
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend)

@@ -38,6 +38,9 @@ JOB_PATHS: tuple[str, ...] = (
     "$.reference.passed",
     "$.reference.status",
     "$.thermal.after.temperatures_c",
+    "$.warm_load_ms",
+    "$.sustained.summary.slowdown",
+    "$.sustained.summary.time_to_first_throttle_s",
 )
 
 
@@ -72,6 +75,10 @@ class LatestResult:
     reference: ReferenceNumbers | None = None
     #: sensor -> degrees Celsius, read on the unit after the job
     temperatures_c: dict[str, float] = field(default_factory=dict)
+    warm_load_s: float | None = None
+    #: steady-state p50 / first-span p50 of a sustained run; None without one
+    sustained_slowdown: float | None = None
+    sustained_throttle_s: float | None = None
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -156,4 +163,7 @@ def parse_latest(values: list[Any]) -> LatestResult:
             for sensor, value in (temperatures.items() if isinstance(temperatures, dict) else ())
             if (number := _number(value)) is not None
         },
+        warm_load_s=_scaled(doc["$.warm_load_ms"], 1 / MS_PER_S),
+        sustained_slowdown=_number(doc["$.sustained.summary.slowdown"]),
+        sustained_throttle_s=_number(doc["$.sustained.summary.time_to_first_throttle_s"]),
     )

@@ -44,6 +44,7 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
             targets=None if m.targets is None else list(m.targets),
             runs=m.runs,
             warmup=m.warmup,
+            sustained_s=m.sustained_s,
             shapes=dict(m.shapes),
             tolerance=m.tolerance or None,
             reference_model=m.reference,

@@ -13,6 +13,7 @@ from farm.analysis.regression import RegressionPolicy
 from farm.analysis.tolerance import ToleranceOverrides, parse_tolerance
 from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from farm.durations import parse_duration_s
 from farm.errors import UsageError
 from farm.targets import Target
 
@@ -29,6 +30,8 @@ class SuiteModel:
     reference: Path | None = None
     #: `tolerance:` of the suite, with the model's own on top
     tolerance: ToleranceOverrides = field(default_factory=ToleranceOverrides)
+    #: seconds of sustained load after the timed runs (0: none)
+    sustained_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,23 @@ SUITE_FIELDS = {
     "targets",
     "runs",
     "warmup",
+    "sustained",
     "attempts",
     "placement_deadline_s",
     "regression",
     "tolerance",
 }
-MODEL_FIELDS = {"path", "devices", "targets", "shapes", "runs", "warmup", "reference", "tolerance"}
+MODEL_FIELDS = {
+    "path",
+    "devices",
+    "targets",
+    "shapes",
+    "runs",
+    "warmup",
+    "reference",
+    "tolerance",
+    "sustained",
+}
 POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db", "between_run_z"}
 
 
@@ -135,6 +149,9 @@ def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: s
         shapes=shapes,
         runs=_number(merged.get("runs", DEFAULT_TIMED_RUNS), f"{here}.runs", int, 1),
         warmup=_number(merged.get("warmup", DEFAULT_WARMUP_RUNS), f"{here}.warmup", int, 0),
+        sustained_s=parse_duration_s(merged["sustained"], f"{here}.sustained")
+        if "sustained" in merged
+        else 0.0,
     )
 
 
@@ -149,7 +166,9 @@ def parse_suite(data: Any, path: Path) -> Suite:
     models = data.get("models")
     if not isinstance(models, list) or not models:
         raise UsageError(f"{where}: 'models' must be a non-empty list")
-    defaults = {k: data[k] for k in ("devices", "targets", "runs", "warmup", "tolerance") if k in data}
+    defaults = {
+        k: data[k] for k in ("devices", "targets", "runs", "warmup", "tolerance", "sustained") if k in data
+    }
     policy_raw = data.get("regression") or {}
     if not isinstance(policy_raw, dict):
         raise UsageError(f"{where}: 'regression' must be a mapping")

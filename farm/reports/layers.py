@@ -23,7 +23,7 @@ import onnx
 
 from farm.analysis.divergence import DEFAULT_LAYER_BUDGET, DivergenceCurve, Probe, find_divergence
 from farm.analysis.intermediates import LayerPoint, layer_points, run_with_outputs
-from farm.analysis.numeric import default_tolerance
+from farm.analysis.tolerance import default_tolerance
 from farm.errors import FarmError, UsageError
 from farm.reports.compare import Column
 from farm.targets import Target
@@ -107,12 +107,14 @@ def prediction_precision(target: str) -> str:
     return "fp32" if target == "coreml/cpu" else "fp16"
 
 
-def _snr_floor_db(target: str) -> float:
-    """The target's own SNR floor: the layer check and the output check agree on "tolerance"."""
+def _snr_floor_db(target: str, precision: str | None) -> float:
+    """The SNR floor the output check uses for this target and precision: the layer check and
+    the output check agree on what "tolerance" means."""
     try:
-        return default_tolerance(Target.parse(target)).snr_db_min
+        parsed = Target.parse(target)
     except UsageError:
-        return default_tolerance(Target("?", "?")).snr_db_min
+        parsed = Target("?", "?")
+    return default_tolerance(parsed, precision).snr_db_min
 
 
 def _main_backend(column: Column) -> str | None:
@@ -146,7 +148,7 @@ def layer_curves(
         label: str, target: str, precision: str | None, found: tuple[Probe, str, str], backend: str | None
     ) -> None:
         probe, source, note = found
-        floor = _snr_floor_db(target)
+        floor = _snr_floor_db(target, precision)
         try:
             with _quiet_numpy():
                 layers, first, method, runs = find_divergence(points, reference, probe, floor, budget=budget)

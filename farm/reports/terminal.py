@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.analysis.reference_state import FAILED, PASSED, reference_state
+from farm.reports.sustained_text import sustained_lines
 
 TOP_OPS = 8
 #: above this coefficient of variation the timed runs disagree enough to say so
@@ -158,6 +159,7 @@ def render_run(document: dict[str, Any]) -> Group:
         if job["status"] == "ok":
             parts.append(compile_lines(job))
             parts.append(reference_lines(job))
+            parts.append(sustained_lines(job))
             if job["ops"]:
                 parts.append(ops_table(job))
     return Group(*parts)
