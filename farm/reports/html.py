@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from farm.reports import html_layers
+from farm.reports import html_layers, html_sustained
 from farm.reports import html_sections as sections
 from farm.reports.document import Report, build_report
 from farm.reports.html_sections import e
@@ -56,9 +56,13 @@ def render_report(report: Report) -> str:
         ("alignment", "Op-level alignment", sections.alignment(report)),
         ("preflight", "Pre-flight prediction vs the device", sections.preflight(report)),
     ]
+    if html_sustained.has_sustained(report.columns):
+        parts.insert(3, ("sustained", "Sustained load", html_sustained.sustained(report.columns)))
     if report.layers is not None:
+        after_numerics = [anchor for anchor, _, _ in parts].index("numerics") + 1
         parts.insert(
-            6, ("layers", "Where drift starts", html_layers.layers(report.layers, report.layers_missing))
+            after_numerics,
+            ("layers", "Where drift starts", html_layers.layers(report.layers, report.layers_missing)),
         )
     nav = "".join(f'<a href="#{anchor}">{e(name)}</a>' for anchor, name, _ in parts)
     body = "".join(

@@ -154,3 +154,23 @@ def test_submit_sustained_records_windows_and_warm_start(home: Path, model: Path
     assert values.get("farm_sustained_throttle_seconds") == (
         None if throttle is None else pytest.approx(throttle)
     )
+
+    import shutil
+
+    from tests.report.chromium import CHROMIUM, open_page
+
+    page = home / "sustained.html"
+    assert farm(home, "report", document["run_id"], "--html", str(page)).exit_code == 0
+    if shutil.which(CHROMIUM) is None:
+        return
+    probes = {
+        "sections": "Array.from(document.querySelectorAll('section h2')).map(h => h.textContent)",
+        "lines": "document.querySelectorAll('#sustained svg polyline').length",
+        "points": "document.querySelectorAll('#sustained svg circle').length",
+        "warm": "document.querySelector('#sustained table').textContent.includes('load first / warm ms')",
+    }
+    result = open_page(page, probes)
+    assert result.console_errors == []
+    assert "Sustained load" in result.values["sections"]
+    assert result.values["lines"] == 1 and result.values["points"] == len(sustained["windows"])
+    assert result.values["warm"] is True
