@@ -21,6 +21,7 @@ import numpy as np
 
 from agents.android.device_paths import q
 from agents.android.jobs import run_detached
+from agents.android.native_sustained import sustained_trace
 from agents.android.transport import AdbConnection
 from agents.base import DeviceRun, DeviceUnit, RunRequest
 from farm.analysis.profile_runs import profiled_run_count, record_profile
@@ -114,6 +115,13 @@ class NativeRunner:
         args += ["--profile-runs", str(over.get("profile_runs", 0))]
         if request.intra_op_threads:
             args += ["--threads", str(request.intra_op_threads)]
+        if request.sustained_s > 0 and over.get("sustained", 1):
+            args += [
+                "--sustained-s",
+                f"{request.sustained_s:g}",
+                "--window-s",
+                f"{request.sustained_window_s:g}",
+            ]
         return args
 
     def _failure(self, out: str, output: str) -> str:
@@ -159,6 +167,8 @@ class NativeRunner:
             outputs=outputs,
             peak_memory_bytes=peak if isinstance(peak, int) and not isinstance(peak, bool) else None,
             runner=runner_label(data),
+            warm_load_ms=float(data["warm_load_ms"]) if _finite(data.get("warm_load_ms")) else None,
+            sustained=sustained_trace(data["sustained"]) if isinstance(data.get("sustained"), dict) else None,
         )
         if data.get("peak_memory_kind"):
             run.notes.append(f"peak memory: {data['peak_memory_kind']}")
@@ -195,7 +205,7 @@ class NativeRunner:
         probe = NativeRunner(self.conn, self.command, self.options)
         if request.target.backend == "nnapi" and not any(o.startswith(NNAPI_NO_CPU) for o in self.options):
             probe.options = [*self.options, f"{NNAPI_NO_CPU}=1"]
-        args = probe._args(model, inputs, probe_dir, request, warmup=0, runs=1, profile_runs=0)
+        args = probe._args(model, inputs, probe_dir, request, warmup=0, runs=1, profile_runs=0, sustained=0)
         args.append("--disable-cpu-fallback")
         result = run_detached(self.conn, probe_dir, self.command.line(args), request.timeout_s)
         if result.exit_code == 0:

@@ -42,14 +42,16 @@ def _profiles_without_cooldown(tmp_path: Path) -> Path:
     return directory
 
 
-def _submit(tmp_path: Path, key: Path, *addresses: str, devices: str = "pixel8") -> Any:
+def _submit(
+    tmp_path: Path, key: Path, *addresses: str, devices: str = "pixel8", extra: tuple[str, ...] = ()
+) -> Any:
     model = tmp_path / "tinynet.onnx"
     shutil.copy(REPO / "examples/tinynet.onnx", model)
     args = ["--home", str(tmp_path / "home"), "--profiles-dir", str(_profiles_without_cooldown(tmp_path))]
     args += ["submit", str(model), "--devices", devices]
     for address in addresses:
         args += ["--adb", address]
-    args += ["--targets", "ort/cpu", "--runs", "10", "--warmup", "2", "--json"]
+    args += ["--targets", "ort/cpu", "--runs", "10", "--warmup", "2", *extra, "--json"]
     return CliRunner().invoke(cli, args, env={"FARM_ADB_KEY": str(key)}, catch_exceptions=False)
 
 
@@ -71,6 +73,25 @@ def test_submit_runs_the_native_runner_on_a_pixel8(
     (binary,) = cache.glob(f"*/{RUNNER_BINARY}")
     assert (binary.parent / "complete").exists() and binary.stat().st_mode & 0o755 == 0o755
     assert list(cache.glob(f"*/{native_runner.library.name}"))
+
+
+def test_a_sustained_run_and_warm_start_come_back_from_the_unit(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
+) -> None:
+    extra = ("--sustained", "1.5s", "--sustained-window", "0.5", "--no-profile")
+    result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address, extra=extra)
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, SCHEMA)
+    (job,) = document["jobs"]
+    assert job["warm_load_ms"] > 0
+    sustained = job["sustained"]
+    assert sustained["source"] == "measured" and 2 <= len(sustained["windows"]) <= 4
+    assert all(w["inferences"] > 0 and w["p50_ms"] > 0 for w in sustained["windows"])
+    assert sustained["summary"]["inferences"] == sum(w["inferences"] for w in sustained["windows"])
+    # the peer's sandbox reads this VM's sysfs, which exposes none of them: said, not zeroed
+    assert any(u.startswith("CPU frequency") for u in sustained["unavailable"])
+    assert sustained["summary"]["energy_mj_per_inference"] is None
 
 
 def _request(model: tuple[Path, str, dict[str, np.ndarray]]) -> RunRequest:

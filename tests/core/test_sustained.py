@@ -174,3 +174,28 @@ def test_submit_sustained_records_windows_and_warm_start(home: Path, model: Path
     assert "Sustained load" in result.values["sections"]
     assert result.values["lines"] == 1 and result.values["points"] == len(sustained["windows"])
     assert result.values["warm"] is True
+
+
+def test_the_native_runners_battery_power_integrates_to_energy_per_inference() -> None:
+    """A sustained section in the native runner's result.json format (constructed: the parser's
+    arithmetic only): 1000 mW then 3000 mW over two 1 s windows of 10 inferences each."""
+    from agents.android.native_sustained import sustained_trace
+
+    def telemetry(power: float | None) -> dict[str, object]:
+        return {"cpu_freq_mhz": {"cpu0": 2000.0}, "temperatures_c": {"soc:0": 41.0}, "power_mw": power}
+
+    section = {
+        "duration_s": 2,
+        "window_s": 1,
+        "start": telemetry(1000.0),
+        "windows": [
+            {"start_s": 0, "end_s": 1, "samples_ms": [10.0] * 10, "telemetry": telemetry(1000.0)},
+            {"start_s": 1, "end_s": 2, "samples_ms": [11.0] * 10, "telemetry": telemetry(3000.0)},
+        ],
+        "unavailable": [],
+    }
+    summary = sustained_document(sustained_trace(section))["summary"]
+    # 1 J in the first second, 2 J (trapezoid 1000 -> 3000 mW) in the second: 3000 mJ / 20
+    assert summary["energy_mj_per_inference"] == pytest.approx(150.0)
+    section["windows"][1]["telemetry"] = telemetry(None)  # one unreadable sample: no energy at all
+    assert sustained_document(sustained_trace(section))["summary"]["energy_mj_per_inference"] is None

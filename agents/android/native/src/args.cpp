@@ -15,6 +15,15 @@ int to_count(const std::string& flag, const std::string& text) {
   return static_cast<int>(value);
 }
 
+double to_seconds(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value >= 0) || value > 86400) {
+    throw std::runtime_error(flag + " takes seconds, not '" + text + "'");
+  }
+  return value;
+}
+
 std::pair<std::string, std::string> split_pair(const std::string& flag, const std::string& text) {
   auto cut = text.find('=');
   if (cut == std::string::npos || cut == 0) {
@@ -29,6 +38,7 @@ const char* usage() {
   return "usage: farm_native_runner --model M.onnx --out DIR [--input NAME=FILE.npy]...\n"
          "       [--ep cpu|xnnpack|nnapi|qnn] [--ep-option KEY=VALUE]... [--ep-library LIB.so]\n"
          "       [--disable-cpu-fallback] [--warmup N] [--runs N] [--profile-runs N] [--threads N]\n"
+         "       [--sustained-s SECONDS [--window-s SECONDS]]\n"
          "       farm_native_runner --version\n";
 }
 
@@ -56,11 +66,14 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--runs") o.runs = to_count(flag, value);
     else if (flag == "--profile-runs") o.profile_runs = to_count(flag, value);
     else if (flag == "--threads") o.threads = to_count(flag, value);
+    else if (flag == "--sustained-s") o.sustained_s = to_seconds(flag, value);
+    else if (flag == "--window-s") o.window_s = to_seconds(flag, value);
     else throw std::runtime_error("unknown option " + flag);
   }
   if (o.version_only) return o;
   if (o.model.empty() || o.out_dir.empty()) throw std::runtime_error("--model and --out are required");
   if (o.runs < 1) throw std::runtime_error("--runs must be at least 1");
+  if (o.sustained_s > 0 && o.window_s <= 0) throw std::runtime_error("--window-s must be positive");
   if (o.ep != "cpu" && o.ep != "xnnpack" && o.ep != "nnapi" && o.ep != "qnn") {
     throw std::runtime_error("--ep must be cpu, xnnpack, nnapi or qnn, not '" + o.ep + "'");
   }

@@ -24,6 +24,9 @@ struct Options {
   //: profiled runs in a separate session; the first of them is the cold one the host leaves out
   int profile_runs = 0;
   int threads = 0;
+  //: after the timed runs, run back to back for this long, in windows of window_s (0: no phase)
+  double sustained_s = 0;
+  double window_s = 5;
   bool version_only = false;
 };
 

@@ -12,6 +12,7 @@
 #include "memory.h"
 #include "npy.h"
 #include "providers.h"
+#include "telemetry.h"
 
 namespace farm {
 namespace {
@@ -190,6 +191,35 @@ std::vector<std::string> available_providers(const Ort& ort) {
   return out;
 }
 
+// Inferences back to back for o.sustained_s, cut into windows of o.window_s; each window keeps
+// its latencies and the telemetry read at its end.
+JsonObject run_sustained(const Ort& ort, OrtSession* session, const Feeds& feeds, const std::vector<const char*>& in_c,
+                         const std::vector<const char*>& out_c, Values& scratch, const Options& o) {
+  const Telemetry at_start = read_telemetry();
+  std::vector<JsonObject> windows;
+  const auto begin = Clock::now();
+  const auto seconds = [&](Clock::time_point t) { return std::chrono::duration<double>(t - begin).count(); };
+  auto window_start = begin;
+  std::vector<double> samples;
+  Telemetry last = at_start;
+  for (;;) {
+    const auto before = Clock::now();
+    if (seconds(before) >= o.sustained_s) break;
+    run_once(ort, session, feeds, in_c, out_c, scratch);
+    const auto after = Clock::now();
+    samples.push_back(std::chrono::duration<double, std::milli>(after - before).count());
+    if (seconds(after) - seconds(window_start) >= o.window_s || seconds(after) >= o.sustained_s) {
+      last = read_telemetry();
+      windows.push_back(JsonObject().add("start_s", seconds(window_start)).add("end_s", seconds(after))
+                            .add("samples_ms", samples).add("telemetry", telemetry_json(last)));
+      samples.clear();
+      window_start = after;
+    }
+  }
+  return JsonObject().add("duration_s", o.sustained_s).add("window_s", o.window_s)
+      .add("start", telemetry_json(at_start)).add("windows", windows).add("unavailable", telemetry_gaps(last));
+}
+
 }  // namespace
 
 void Ort::check(OrtStatus* status, const std::string& what) const {
@@ -258,12 +288,26 @@ void measure(const Ort& ort, const Options& o) {
     }
     const int64_t hwm = status_bytes("VmHWM");
 
+    JsonObject sustained;
+    if (o.sustained_s > 0) {
+      stage = "sustained";
+      sustained = run_sustained(ort, timed.session.get(), feeds, in_c, out_c, scratch, o);
+    }
+
     stage = "outputs";
     std::vector<JsonObject> skipped;
     const auto written = write_outputs(ort, o, output_names, first, skipped);
     first.clear();
     scratch.clear();
     timed.session.reset();
+
+    // a second session in the same process: what a warm start (page cache, allocator, any
+    // compile cache of the provider) costs beside the first load
+    stage = "warm_load";
+    start = Clock::now();
+    Session warm = open_session(ort, env.get(), o, "");
+    const double warm_load_ms = ms_since(start);
+    warm.session.reset();
 
     JsonObject profile;
     if (o.profile_runs > 0) {
@@ -292,7 +336,8 @@ void measure(const Ort& ort, const Options& o) {
         .add("ort_api_version", ort.api_version).add("ort_build_type", build_type(ort.build_info))
         .add("execution_provider", o.ep).add("available_providers", available_providers(ort))
         .add("clock", "std::chrono::steady_clock (CLOCK_MONOTONIC)")
-        .add("load_ms", load_ms).add("first_inference_ms", first_ms).add("warmup_runs", o.warmup)
+        .add("load_ms", load_ms).add("warm_load_ms", warm_load_ms).add("first_inference_ms", first_ms)
+        .add("warmup_runs", o.warmup)
         .add("warmup_total_ms", warmup_ms)
         .add("samples_ms", samples).add("outputs", written).add("outputs_skipped", skipped);
     if (peak >= 0) {
@@ -305,6 +350,7 @@ void measure(const Ort& ort, const Options& o) {
                "was created, from /proc/self/status: load, first inference, warm-up and timed runs; "
                "the profiled pass is not included");
     if (o.profile_runs > 0) result.add("profile", profile);
+    if (o.sustained_s > 0) result.add("sustained", sustained);
     write_file_atomically(o.out_dir + "/result.json", result.str());
   } catch (const StageError&) {
     throw;
