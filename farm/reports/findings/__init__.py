@@ -12,6 +12,7 @@ from farm.reports.findings.jobs import job_failed
 from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
 from farm.reports.findings.numerics import reduced_precision, reference_failed, topk_disagreement
 from farm.reports.findings.placement import cpu_fallbacks, many_partitions
+from farm.reports.findings.routes import route_divergence
 
 RULES: tuple[Rule, ...] = (
     job_failed,
@@ -25,6 +26,7 @@ RULES: tuple[Rule, ...] = (
     fusion_only_on,
     node_count_gap,
     unstable_latency,
+    route_divergence,
 )
 
 
