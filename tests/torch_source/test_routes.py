@@ -1,0 +1,118 @@
+"""Three small real architectures through both routes, against the checkpoint's eager outputs.
+
+ONNX route: torch.onnx.export -> ONNX Runtime (measured here) and -> the farm's CoreML lowering;
+PyTorch route: coremltools' frontend. Both CoreML programs run in the host MIL executor in fp16:
+predictions, compared with eager fp32.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="PyTorch source tests need torch: pip install 'farm[torch]' (the CPU wheel)")
+pytest.importorskip("coremltools", reason="the CoreML routes need coremltools: pip install 'farm[coreml]'")
+
+from farm.errors import UsageError  # noqa: E402
+from farm.reference import reference_outputs  # noqa: E402
+from farm.torch_source.ingest import TorchSource, ingest_torch  # noqa: E402
+from farm.torch_source.routes import export_check, route_study  # noqa: E402
+
+from .architectures import save_exported, save_traced  # noqa: E402
+
+ARCHITECTURES = ("cnn", "encoder", "upsampler")
+#: fp16 storage between ops, against fp32 eager: what the host executor predicts for these sizes
+MIN_PREDICTED_SNR_DB = 45.0
+#: the export computes in fp32 like eager; only kernel order differs
+MIN_EXPORT_SNR_DB = 100.0
+
+
+def _ingest(path: Path, cache: Path, **kwargs: Any) -> TorchSource:
+    return ingest_torch(
+        path,
+        shapes=kwargs.get("shapes", {}),
+        example_inputs=kwargs.get("example_inputs"),
+        seed=0,
+        export_dir=cache / "exports",
+        reference_dir=cache / "references",
+    )
+
+
+@pytest.fixture(scope="module")
+def studied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[TorchSource, dict[str, Any], dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("routes")
+    done = {}
+    for name in ARCHITECTURES:
+        source = _ingest(save_exported(name, root / f"{name}.pt2"), root)
+        on_ort = reference_outputs(source.info.path, source.info.sha256, source.inputs, root / "onnx-references")
+        done[name] = (source, export_check(source, on_ort), route_study(source, "fp16"))
+    return done
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_the_onnx_export_matches_eager_on_onnx_runtime(studied: dict[str, Any], name: str) -> None:
+    source, check, _ = studied[name]
+    assert source.checkpoint.kind == "exported_program"
+    assert source.export.exporter in ("dynamo", "torchscript")
+    assert (source.export.exporter == "dynamo") == (not source.export.fallbacks)
+    (output,) = check["outputs"].values()
+    assert check["provenance"] == "measured"
+    assert output["snr_db"] >= MIN_EXPORT_SNR_DB, output
+
+
+@pytest.mark.parametrize("name", ARCHITECTURES)
+def test_both_coreml_routes_predict_close_to_eager(studied: dict[str, Any], name: str) -> None:
+    _, _, study = studied[name]
+    for route in ("onnx", "torch"):
+        predicted = study["predicted"][route]
+        assert predicted["provenance"] == "predicted"
+        assert "error" not in predicted, predicted
+        (output,) = predicted["outputs"].values()
+        # fp16 really was simulated: the prediction is not bit-exact, and it is close
+        assert 0 < output["max_abs"] and output["snr_db"] >= MIN_PREDICTED_SNR_DB, (route, output)
+    assert study["onnx"]["precision"] == study["torch"]["precision"] == "fp16"
+    assert study["onnx"]["mil_ops"] > 0 and study["torch"]["mil_ops"] > 0
+
+
+def test_the_route_comparison_names_the_ops_only_one_route_builds(studied: dict[str, Any]) -> None:
+    _, _, study = studied["encoder"]
+    differences = study["op_differences"]
+    assert differences, "the two converters built the same encoder program: nothing left to compare"
+    for op, counts in differences.items():
+        assert study["onnx"]["op_types"].get(op, 0) == counts["onnx"]
+        assert study["torch"]["op_types"].get(op, 0) == counts["torch"]
+    assert "MIL ops" in study["divergence"]
+
+
+def test_coremltools_refusals_and_version_warning_are_kept(studied: dict[str, Any]) -> None:
+    import coremltools
+    from packaging.version import Version
+
+    for name in ARCHITECTURES:
+        torch_route = studied[name][2]["torch"]
+        # a refused ExportedProgram is converted again as a traced module, and the refusal kept
+        assert (torch_route["frontend"] == "traced") == bool(torch_route["refusals"]), torch_route
+    import torch
+
+    tested = Version(getattr(coremltools._deps, "_TORCH_MAX_VERSION", "0"))
+    warned = studied["cnn"][2]["torch"]["warnings"]
+    assert bool(warned) == (Version(torch.__version__.split("+")[0]) > tested)
+
+
+def test_a_torchscript_checkpoint_needs_its_input_shapes(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "upsampler.pt"
+    example = save_traced("upsampler", checkpoint)
+    with pytest.raises(UsageError, match="does not store its input shapes"):
+        _ingest(checkpoint, tmp_path)
+    np.savez(tmp_path / "inputs.npz", x=example)
+    source = _ingest(checkpoint, tmp_path, example_inputs=tmp_path / "inputs.npz")
+    assert source.checkpoint.kind == "torchscript"
+    assert source.export.exporter == "torchscript"
+    assert np.array_equal(source.inputs["x"], example)
+    study = route_study(source, "fp16")
+    assert study["torch"]["frontend"] == "traced"
+    (output,) = study["predicted"]["torch"]["outputs"].values()
+    assert output["snr_db"] >= MIN_PREDICTED_SNR_DB
