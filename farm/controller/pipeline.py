@@ -383,6 +383,8 @@ def _source_study(source: TorchSource, home: FarmHome, precision: str) -> dict[s
     study: dict[str, Any] = {"export_check": export_check(source, onnx_outputs)}
     try:
         study["routes"] = route_study(source, precision)
-    except FarmError as exc:  # coremltools missing, or the ONNX route cannot lower the export
+    except FarmError as exc:  # the ONNX route cannot lower the export
         study["routes"] = {"error": exc.message}
+    except ImportError as exc:  # no coremltools: the ORT targets run all the same
+        study["routes"] = {"error": f"CoreML routes need coremltools ({exc}); pip install 'farm[coreml]'"}
     return study
