@@ -32,7 +32,7 @@ def print_source(console: Console, source: dict[str, Any]) -> None:
 
 def _route_row(name: str, summary: dict[str, Any], predicted: dict[str, Any] | None) -> list[str]:
     if "error" in summary:
-        return [name, "refused", "-", "-", "-", "-", "-", "-", summary["error"][:60]]
+        return [name, "refused", "-", "-", "-", "-", "-", "-", "-", summary["error"][:60]]
     outputs = (predicted or {}).get("outputs")
     top = sorted(summary["op_types"].items(), key=lambda kv: -kv[1])[:4]
     return [
@@ -41,6 +41,7 @@ def _route_row(name: str, summary: dict[str, Any], predicted: dict[str, Any] | N
         str(summary["mil_ops"]),
         str(summary["casts"]),
         str(summary["precision"]),
+        "/".join(summary.get("output_dtypes") or []) or "-",
         f"{summary['package_bytes'] / 1024:.1f}",
         _worst(outputs, "snr_db", min) + (" (predicted)" if outputs else ""),
         _worst(outputs, "max_abs", max),
@@ -92,6 +93,9 @@ def print_routes(console: Console, backend: str, comparison: dict[str, Any]) -> 
             console.print(f"  [yellow]coremltools refused[/yellow] {line}")
         for line in comparison[key].get("warnings") or []:
             console.print(f"  [dim]coremltools warns: {line}[/dim]")
+    fused = comparison["onnx"].get("fusions") or []
+    if fused:
+        console.print(f"  coremltools' passes on the ONNX route's program: {', '.join(fused)}")
     diff = comparison.get("op_differences") or {}
     if diff:
         console.print(

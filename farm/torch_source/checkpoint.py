@@ -7,6 +7,8 @@ shapes come from `--inputs inputs.npz` or `--shape` (float32).
 
 from __future__ import annotations
 
+import logging
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,9 @@ from farm.torch_source.runtime import import_torch
 
 #: suffix -> checkpoint kind
 CHECKPOINT_KINDS: dict[str, str] = {".pt2": "exported_program", ".pt": "torchscript"}
+
+
+CHECKPOINT_HINT = "pass a .pt2 saved with torch.export.save, or a TorchScript .pt saved with torch.jit.save"
 
 
 def is_torch_checkpoint(path: Path) -> bool:
@@ -84,17 +89,25 @@ def load_checkpoint(
     """Load and describe a checkpoint; ModelError if torch cannot read it, UsageError if a
     TorchScript module comes without the shapes of its inputs."""
     if not path.exists():
-        raise ModelError(f"{path}: no such file")
+        raise ModelError(f"{path}: no such file", hint=CHECKPOINT_HINT)
     kind = CHECKPOINT_KINDS.get(path.suffix.lower())
     if kind is None:
         raise ModelError(f"{path}: not a PyTorch checkpoint (.pt2 ExportedProgram or .pt TorchScript)")
     torch = import_torch()
+    how = "torch.export.load" if kind == "exported_program" else "torch.jit.load"
+    # torch.export.load logs the whole traceback of a failed read before raising it
+    export_logger = logging.getLogger("torch.export")
+    level = export_logger.level
+    export_logger.setLevel(logging.CRITICAL)
     try:
-        loaded = torch.export.load(str(path)) if kind == "exported_program" else torch.jit.load(str(path))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.jit.load is deprecated in favour of torch.export
+            loaded = torch.export.load(str(path)) if kind == "exported_program" else torch.jit.load(str(path))
     except Exception as exc:  # torch raises RuntimeError, zipfile errors, pickle errors ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        how = "torch.export.load" if kind == "exported_program" else "torch.jit.load"
-        raise ModelError(f"{path}: {how} cannot read it: {first}") from None
+        raise ModelError(f"{path}: {how} cannot read it: {first}", hint=CHECKPOINT_HINT) from None
+    finally:
+        export_logger.setLevel(level)
     if kind == "exported_program":
         specs = _program_inputs(loaded, path)
     else:

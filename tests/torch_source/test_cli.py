@@ -29,6 +29,8 @@ def test_compile_a_checkpoint_for_coreml_builds_both_routes(tmp_path: Path) -> N
     torch_report = document["targets"][1]["report"]
     assert torch_report["extra"]["route"] == "torch"
     assert torch_report["extra"]["frontend"] in ("exported_program", "traced")
+    # coremltools names outputs after their last node; the report maps them to the export's names
+    assert [o["onnx_name"] for o in torch_report["extra"]["outputs"]] == ["output"]
     routes = document["routes"]["ane"]
     assert routes["onnx"]["mil_ops"] == document["targets"][0]["report"]["nodes_after"]
     assert routes["torch"]["mil_ops"] == torch_report["nodes_after"]

@@ -40,6 +40,7 @@ def route_summary(artifact: CompiledArtifact) -> dict[str, Any]:
         "refusals": list(report.extra.get("frontend_refusals") or []),
         "warnings": list(report.extra.get("coremltools_warnings") or []),
         "conversion_s": report.extra.get("conversion_s"),
+        "output_dtypes": [str(o.get("dtype")) for o in report.extra.get("outputs") or []],
     }
 
 
@@ -70,6 +71,11 @@ def describe_divergence(comparison: dict[str, Any]) -> str:
         text += f"; only the ONNX route has {', '.join(only_onnx)}"
     if left["casts"] != right["casts"]:
         text += f"; casts {right['casts']} vs {left['casts']}"
+    if left["output_dtypes"] != right["output_dtypes"]:
+        text += (
+            f"; outputs {'/'.join(right['output_dtypes'])} from the PyTorch route, "
+            f"{'/'.join(left['output_dtypes'])} from the ONNX route"
+        )
     return text
 
 

@@ -44,6 +44,7 @@ from farm.compile.report import CompiledArtifact, CompileReport
 from farm.errors import CompileError, UsageError
 from farm.targets import COREML_COMPUTE_UNITS, Target
 from farm.torch_source.checkpoint import TorchCheckpoint
+from farm.torch_source.onnx_export import output_names
 from farm.torch_source.runtime import import_torch
 
 
@@ -189,6 +190,16 @@ def convert_checkpoint(
     )
 
 
+def _named_like_export(io: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Each input/output entry with the name the ONNX export (and the eager reference) gives it:
+    coremltools names a program's outputs after their last node (`gelu`, `linear_1`), in order."""
+    for entry in io["inputs"]:
+        entry["onnx_name"] = entry["name"]
+    for entry, name in zip(io["outputs"], output_names(len(io["outputs"])), strict=True):
+        entry["onnx_name"] = name
+    return io
+
+
 def package_bytes(path: Path) -> int:
     return (
         sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
@@ -243,7 +254,7 @@ def compile_coreml_torch(
             "torch_version": checkpoint.torch_version,
             "mil_ops_after_passes": {"count": sum(after_ops.values()), "op_types": dict(after_ops)},
             "casts": mil_casts(program),
-            **spec_io(done.mlmodel.get_spec()),
+            **_named_like_export(spec_io(done.mlmodel.get_spec())),
             "compute_units": compute_units,
             "minimum_deployment_target": options.minimum_deployment_target,
             "coremltools_version": import_coremltools().__version__,
