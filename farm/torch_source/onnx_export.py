@@ -60,7 +60,9 @@ def output_names(count: int) -> tuple[str, ...]:
 
 
 def _cache_key(checkpoint: TorchCheckpoint, inputs: dict[str, np.ndarray], opset: int) -> str:
-    digest = hashlib.sha256(f"{checkpoint.sha256}:{checkpoint.torch_version}:{opset}".encode())
+    # with onnxscript installed later, the dynamo exporter may take what the TorchScript one did
+    dynamo = importlib.util.find_spec("onnxscript") is not None
+    digest = hashlib.sha256(f"{checkpoint.sha256}:{checkpoint.torch_version}:{opset}:{dynamo}".encode())
     for spec in checkpoint.inputs:
         array = inputs[spec.name]
         digest.update(f"{spec.name}:{array.dtype.str}:{array.shape}".encode())
