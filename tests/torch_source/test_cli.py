@@ -71,3 +71,27 @@ def test_submit_a_checkpoint_and_report_both_routes(tmp_path: Path) -> None:
     assert "(predicted)" in report.stdout and "(measured)" in report.stdout
     html = page.read_text(encoding="utf-8")
     assert 'id="routes"' in html and "PyTorch route (coremltools frontend)" in html
+
+
+def test_compile_a_torchscript_checkpoint_with_example_inputs(tmp_path: Path) -> None:
+    import numpy as np
+
+    from .architectures import save_traced
+
+    checkpoint = tmp_path / "upsampler.pt"
+    np.savez(tmp_path / "inputs.npz", x=save_traced("upsampler", checkpoint))
+    home = tmp_path / "home"
+    refused = farm(home, "compile", str(checkpoint), "--targets", "ort/cpu")
+    assert refused.exit_code == 2 and "--example-inputs" in refused.stderr
+    document = farm_json(
+        home,
+        "compile",
+        str(checkpoint),
+        "--targets",
+        "ort/cpu",
+        "--example-inputs",
+        str(tmp_path / "inputs.npz"),
+    )
+    assert document["model"]["source"]["format"] == "torchscript"
+    assert document["model"]["source"]["onnx_export"]["exporter"] == "torchscript"
+    assert [t["target"] for t in document["targets"]] == ["ort/cpu"]
