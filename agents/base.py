@@ -19,6 +19,8 @@ from farm.profiles import DeviceProfile
 from farm.targets import Target
 
 DEFAULT_JOB_TIMEOUT_S = 600.0
+#: a sustained run reports latency percentiles and telemetry per window of this length
+DEFAULT_SUSTAINED_WINDOW_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class RunRequest:
     profile_ops: bool = True
     intra_op_threads: int | None = None
     timeout_s: float = DEFAULT_JOB_TIMEOUT_S
+    #: after the timed runs, run back to back for this long (0: no sustained phase)
+    sustained_s: float = 0.0
+    sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,40 @@ class Thermal:
     status: str
     temperatures_c: dict[str, float] = field(default_factory=dict)
     battery_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    """What the platform exposes about its silicon at one moment; empty where it exposes nothing.
+    `energy_uj` is a cumulative counter (host RAPL), not a rate."""
+
+    cpu_freq_mhz: dict[str, float] = field(default_factory=dict)
+    temperatures_c: dict[str, float] = field(default_factory=dict)
+    thermal_status: str | None = None
+    energy_uj: float | None = None
+
+
+@dataclass(frozen=True)
+class SustainedWindow:
+    """One window of a sustained run: its inferences' latencies and the telemetry at its end."""
+
+    start_s: float
+    end_s: float
+    samples_ms: list[float]
+    telemetry: TelemetrySample
+
+
+@dataclass(frozen=True)
+class SustainedTrace:
+    """Inferences back to back for `duration_s`, cut into windows (all measured on the unit)."""
+
+    duration_s: float
+    window_s: float
+    windows: list[SustainedWindow]
+    #: telemetry just before the first inference of the sustained phase
+    start: TelemetrySample
+    #: what the platform's telemetry could not tell, e.g. "no cpufreq in sysfs"
+    unavailable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -91,6 +130,9 @@ class DeviceRun:
     #: the raw per-op trace (Chrome trace events) for reports and traces
     trace_events: list[dict[str, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: a second session created after the first in the same process (caches warm)
+    warm_load_ms: float | None = None
+    sustained: SustainedTrace | None = None
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,13 @@
 For each model, in one process run, alternating rounds of:
   bare: InferenceSession(ORT_ENABLE_ALL, same threads) -> warm-up -> N timed `run` calls
   farm: `farm.controller.pipeline.submit` on host-cpu (embedded Ray, DeviceActor, store)
+  native: the farm's C++ runner (agents/android/native, x86-64 build against the same wheel's
+          libonnxruntime) as a process on this host, the same threads, warm-up and runs
 and prints the ratio of the farm's p50 to the bare loop's p50 (goal 1.00 +/- 0.03), and the
 farm's overhead per job: wall time of the submission minus the time the job spent on the device.
+For the native runner: its p50 over the bare loop's, and its start-up cost: the process's wall
+time minus what it measured itself (load, first inference, warm-up, timed runs), i.e. exec,
+loading libonnxruntime, reading inputs and writing outputs.
 
     python benchmarks/fidelity.py [MODEL.onnx ...]   (default: examples/tinynet.onnx and,
                                                       where present, ../shared/models/mobilenet_v2.onnx)
@@ -12,7 +17,9 @@ farm's overhead per job: wall time of the submission minus the time the job spen
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,9 +53,29 @@ def bare_p50(model: Path, inputs: dict[str, np.ndarray]) -> float:
     return float(np.percentile(samples, 50))
 
 
+def native_p50_and_startup(
+    binary: Path, model: Path, inputs: dict[str, np.ndarray], tmp: Path
+) -> tuple[float, float]:
+    """(p50 ms of the native runner's samples, its start-up seconds), one process run."""
+    args = [str(binary), "--model", str(model), "--out", str(tmp)]
+    for index, (name, array) in enumerate(inputs.items()):
+        np.save(tmp / f"input_{index}.npy", array)
+        args += ["--input", f"{name}={tmp / f'input_{index}.npy'}"]
+    args += ["--threads", str(THREADS), "--warmup", str(WARMUP), "--runs", str(RUNS)]
+    start = time.perf_counter()
+    subprocess.run(args, check=True, capture_output=True)
+    wall = time.perf_counter() - start
+    result = json.loads((tmp / "result.json").read_text())
+    p50 = float(np.percentile(result["samples_ms"], 50))
+    phases = ("load_ms", "first_inference_ms", "warmup_total_ms")
+    measured_ms = sum(result[k] for k in phases) + sum(result["samples_ms"])
+    return p50, wall - measured_ms / 1e3
+
+
 def main(models: list[Path]) -> None:
     import ray
 
+    from agents.android.native_build import build
     from agents.base import AgentSettings
     from farm.config import FarmHome
     from farm.controller.cluster import ClusterConfig
@@ -56,6 +83,8 @@ def main(models: list[Path]) -> None:
     from farm.profiles import load_profiles
 
     profiles = load_profiles()
+    native = build("linux-x86_64").binary
+    native_rows = []
     ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     print(f"{'model':<16} {'bare p50 ms':>12} {'farm p50 ms':>12} {'ratio':>7} {'overhead/job s':>15}")
     try:
@@ -67,8 +96,15 @@ def main(models: list[Path]) -> None:
                 )
                 inputs = prepare(request, profiles).inputs
                 ratios, overheads, bares, farms = [], [], [], []
-                for _ in range(ROUNDS):
+                natives, native_ratios, startups = [], [], []
+                for round_index in range(ROUNDS):
                     bare = bare_p50(model, inputs)
+                    out = Path(tmp) / f"native-{model.stem}-{round_index}"
+                    out.mkdir()
+                    native_p50, startup = native_p50_and_startup(native, model, inputs, out)
+                    natives.append(native_p50)
+                    native_ratios.append(native_p50 / bare)
+                    startups.append(startup)
                     start = time.perf_counter()
                     document = submit(
                         request,
@@ -87,8 +123,14 @@ def main(models: list[Path]) -> None:
                     f"{model.stem:<16} {statistics.median(bares):>12.3f} {statistics.median(farms):>12.3f} "
                     f"{statistics.median(ratios):>7.3f} {statistics.median(overheads):>15.2f}"
                 )
+                native_rows.append(
+                    f"{model.stem:<16} {statistics.median(bares):>12.3f} {statistics.median(natives):>13.3f} "
+                    f"{statistics.median(native_ratios):>7.3f} {statistics.median(startups):>12.3f}"
+                )
     finally:
         ray.shutdown()
+    print(f"\n{'model':<16} {'bare p50 ms':>12} {'native p50 ms':>13} {'ratio':>7} {'start-up s':>12}")
+    print("\n".join(native_rows))
 
 
 if __name__ == "__main__":

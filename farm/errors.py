@@ -10,7 +10,8 @@
     │   ├── DeviceTimeoutError         a call to the unit ran past its deadline (retryable)
     │   └── DeviceAuthError            the unit refused us (keys, pairing)
     ├── SchedulingError       exit 7   no unit can take a job before its deadline
-    └── StoreError            exit 8   the results store cannot be read or written
+    ├── StoreError            exit 8   the results store cannot be read or written
+    └── ReferenceCheckError   exit 9   the run completed, but a job's outputs failed the reference check
 
 Lower-layer errors (adb_shell, pymobiledevice3, onnxruntime, sqlite3) are converted
 into these at the boundary of the layer that called them, so the CLI can print one
@@ -89,6 +90,13 @@ class StoreError(FarmError):
     default_hint = "check FARM_HOME and its free space"
 
 
+class ReferenceCheckError(FarmError):
+    """Raised by the CLI after the run is complete and stored: the numbers disagree, nothing broke."""
+
+    exit_code = 9
+    default_hint = "`farm show RUN` lists each output's metrics; docs/results.md explains the verdict"
+
+
 EXIT_CODES: dict[str, int] = {
     cls.__name__: cls.exit_code
     for cls in (
@@ -100,5 +108,6 @@ EXIT_CODES: dict[str, int] = {
         DeviceError,
         SchedulingError,
         StoreError,
+        ReferenceCheckError,
     )
 }

@@ -24,6 +24,8 @@ ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.UINT8: "uint8",
     onnx.TensorProto.BOOL: "bool",
 }
+#: element types a model may return but the farm cannot generate as inputs
+OUTPUT_ONLY_DTYPES: dict[int, str] = {onnx.TensorProto.STRING: "str"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class ModelInfo:
     index_bounds: dict[str, int] = field(default_factory=dict)
 
 
-def _spec(value: onnx.ValueInfoProto, path: Path) -> TensorSpec:
+def _spec(value: onnx.ValueInfoProto, path: Path, *, output: bool = False) -> TensorSpec:
     tensor = value.type.tensor_type
     if not value.type.HasField("tensor_type"):
         raise ModelError(f"{path}: input/output {value.name!r} is not a tensor; only tensors are supported")
@@ -66,6 +68,8 @@ def _spec(value: onnx.ValueInfoProto, path: Path) -> TensorSpec:
         else:
             dims.append(dim.dim_param or "?")
     dtype = ONNX_DTYPES.get(tensor.elem_type)
+    if dtype is None and output:
+        dtype = OUTPUT_ONLY_DTYPES.get(tensor.elem_type)
     if dtype is None:
         name = onnx.TensorProto.DataType.Name(tensor.elem_type)
         raise ModelError(f"{path}: tensor {value.name!r} has unsupported element type {name}")
@@ -109,7 +113,7 @@ def inspect_model(path: Path) -> ModelInfo:
         raise ModelError(f"{path}: fails the ONNX checker: {first_line}") from None
     initializers = {init.name for init in model.graph.initializer}
     inputs = tuple(_spec(v, path) for v in model.graph.input if v.name not in initializers)
-    outputs = tuple(_spec(v, path) for v in model.graph.output)
+    outputs = tuple(_spec(v, path, output=True) for v in model.graph.output)
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     return ModelInfo(
         path=path,

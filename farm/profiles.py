@@ -37,8 +37,9 @@ class DeviceProfile:
     targets: tuple[Target, ...]
     soc: str = ""
     accelerators: tuple[str, ...] = ()
-    #: property -> value that identifies a unit of this model (getprop, ProductType, ...)
-    recognise: dict[str, str] = field(default_factory=dict)
+    #: property -> the values that identify a unit of this model (getprop, ProductType, ...);
+    #: one model sold under several numbers (SM-S921U, SM-S921U1, ...) lists them all
+    recognise: dict[str, tuple[str, ...]] = field(default_factory=dict)
     runner: dict[str, str] = field(default_factory=dict)
     thermal: ThermalLimits = field(default_factory=ThermalLimits)
     source: Path | None = None
@@ -63,6 +64,18 @@ def _field(data: dict[str, Any], key: str, kind: type, path: Path, required: boo
 def _string_map(data: dict[str, Any], key: str, path: Path) -> dict[str, str]:
     raw = _field(data, key, dict, path, required=False) or {}
     return {str(k): str(v) for k, v in raw.items()}
+
+
+def _recognise(data: dict[str, Any], path: Path) -> dict[str, tuple[str, ...]]:
+    """`recognise`: each property a value or a list of values (any of them matches)."""
+    raw = _field(data, "recognise", dict, path, required=False) or {}
+    out = {}
+    for key, value in raw.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or any(isinstance(v, dict | list) for v in values):
+            raise ProfileError(f"{path}: recognise.{key} must be a value or a list of values")
+        out[str(key)] = tuple(str(v) for v in values)
+    return out
 
 
 def parse_profile(data: object, path: Path) -> DeviceProfile:
@@ -116,7 +129,7 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
         soc=_field(data, "soc", str, path, required=False) or "",
         accelerators=tuple(str(a) for a in accelerators),
         targets=tuple(targets),
-        recognise=_string_map(data, "recognise", path),
+        recognise=_recognise(data, path),
         runner=_string_map(data, "runner", path),
         thermal=thermal,
         source=path,
@@ -149,10 +162,10 @@ def load_profiles(directory: Path = DEFAULT_PROFILES_DIR) -> dict[str, DevicePro
 def match_profile(
     properties: dict[str, str], profiles: dict[str, DeviceProfile], platform: str
 ) -> DeviceProfile | None:
-    """The profile whose `recognise` properties all equal the unit's, if any."""
+    """The profile whose `recognise` properties all hold one of their listed values, if any."""
     for profile in profiles.values():
         if profile.platform != platform or not profile.recognise:
             continue
-        if all(properties.get(k) == v for k, v in profile.recognise.items()):
+        if all(properties.get(k) in values for k, values in profile.recognise.items()):
             return profile
     return None

@@ -9,10 +9,12 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from farm.errors import ModelError
+from farm.errors import ModelError, UsageError
+from farm.model import ModelInfo
 
 
 def inputs_digest(inputs: dict[str, np.ndarray]) -> str:
@@ -36,7 +38,13 @@ def _run_reference(model_path: Path, inputs: dict[str, np.ndarray]) -> dict[str,
         values = session.run(names, inputs)
     except Exception as exc:
         raise ModelError(f"{model_path}: the reference run failed: {str(exc).splitlines()[0]}") from None
-    return {name: np.asarray(value) for name, value in zip(names, values, strict=True)}
+    return {name: _storable(np.asarray(value)) for name, value in zip(names, values, strict=True)}
+
+
+def _storable(array: np.ndarray) -> np.ndarray:
+    """ONNX Runtime returns string tensors as Python objects; the cache holds no pickles, so as
+    fixed-width unicode."""
+    return array.astype(str) if array.dtype.kind == "O" else array
 
 
 def reference_outputs(
@@ -53,3 +61,37 @@ def reference_outputs(
         np.savez(handle, **outputs)  # type: ignore[arg-type]
     os.replace(tmp, cached)
     return outputs
+
+
+def check_reference_model(model: ModelInfo, reference: ModelInfo) -> None:
+    """`--reference MODEL` must take the same inputs and give (at least) the same outputs, by
+    name and kind, so the same seeded inputs feed both and each output has its counterpart."""
+    theirs = {t.name: t for t in reference.inputs}
+    ours = {t.name for t in model.inputs}
+    for spec in model.inputs:
+        other = theirs.get(spec.name)
+        if other is None:
+            raise UsageError(f"--reference {reference.path}: it has no input {spec.name!r}")
+        if other.dtype != spec.dtype:
+            raise UsageError(
+                f"--reference {reference.path}: input {spec.name!r} is {other.dtype}, "
+                f"the model's is {spec.dtype}"
+            )
+    extra = [name for name in theirs if name not in ours]
+    if extra:
+        raise UsageError(f"--reference {reference.path}: it needs inputs the model lacks: {', '.join(extra)}")
+    outputs = {t.name for t in reference.outputs}
+    lacking = [t.name for t in model.outputs if t.name not in outputs]
+    if lacking:
+        raise UsageError(f"--reference {reference.path}: it has no output {', '.join(map(repr, lacking))}")
+
+
+def reference_model_entry(model: ModelInfo, given: bool) -> dict[str, Any]:
+    """What the job document records about the model that computed the reference outputs."""
+    return {
+        "name": model.name,
+        "sha256": model.sha256,
+        "path": str(model.path),
+        "source": "--reference" if given else "submitted model",
+        "runtime": "onnxruntime CPUExecutionProvider, optimisations off",
+    }

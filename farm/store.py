@@ -55,6 +55,23 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_latest_ok ON jobs(status, model_name, device, target, finished_at, job_id);
     CREATE INDEX jobs_by_device_status ON jobs(device, status, started_at, finished_at);
     """,
+    # The reference check's three states (docs/results.md): a job stored before them has only
+    # `passed`. One whose runner returned no outputs was stored as failed with every output
+    # "missing": it was never compared, and must not show (or alert) as a failure.
+    """
+    UPDATE jobs SET document = json_set(document,
+        '$.reference.status', 'not_compared',
+        '$.reference.passed', json('null'),
+        '$.reference.reason', 'the runner returned no outputs to compare')
+    WHERE status = 'ok' AND json_type(document, '$.reference') = 'object'
+      AND json_type(document, '$.reference.status') IS NULL
+      AND json_extract(document, '$.reference.outputs') = '{}'
+      AND json_array_length(document, '$.reference.missing_outputs') > 0;
+    UPDATE jobs SET document = json_set(document, '$.reference.status',
+        CASE json_extract(document, '$.reference.passed') WHEN 1 THEN 'passed' ELSE 'failed' END)
+    WHERE status = 'ok' AND json_type(document, '$.reference') = 'object'
+      AND json_type(document, '$.reference.status') IS NULL
+    """,
 )
 
 

@@ -1,11 +1,15 @@
-"""`AndroidAgent`: units reached over ADB, run with the farm runner or onnxruntime_perf_test.
+"""`AndroidAgent`: units reached over ADB, run with the native runner, the Python farm runner or
+onnxruntime_perf_test.
 
 Settings it reads (all from `AgentSettings`): `adb_tcp_addresses` and `adb_usb` (which
 units), `adb_key_path` (the host's key; adb's own by default), `io_timeout_s` (every device
-call), and in `extra`: `adb_device_root` (default /data/local/tmp/farm) and
-`adb_cache_limit_bytes` (default 2 GiB). Per profile, `runner.kind` is `farm-runner` (with
-`runner.python`, default python3) or `onnxruntime_perf_test` (with `runner.path` and
-`runner.options_<backend>`, e.g. `options_qnn: backend_path|libQnnHtp.so`).
+call), and in `extra`: `adb_device_root` (default /data/local/tmp/farm),
+`adb_cache_limit_bytes` (default 2 GiB) and `native_runner_root` (default build/native of
+this checkout). Per profile, `runner.kind` is `native` (the default: the farm's C++ runner,
+pushed with its libonnxruntime.so; `runner.native_target` overrides the build chosen by ABI,
+`runner.qnn_lib_dir` and `runner.qnn_ep_library` name QNN's files on the unit), `farm-runner`
+(with `runner.python`, default python3) or `onnxruntime_perf_test` (with `runner.path`). Every
+kind takes `runner.options_<backend>`, e.g. `options_qnn: backend_path|libQnnHtp.so`.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import numpy as np
 from agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
 from agents.android.inventory import make_unit, parse_getprop
 from agents.android.keys import load_signer
-from agents.android.perf_test import provider_options
-from agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, PushCache, describe
+from agents.android.native_build import DEFAULT_BUILD_ROOT
+from agents.android.native_runner import RUNNER_BINARY, NativeCommand, NativeRunner, ep_options, find_build
+from agents.android.perf_test import perf_test_options, provider_options
+from agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, CachedFile, PushCache, describe
 from agents.android.runners import FARM_RUNNER_NAME, FarmRunner, PerfTestRunner, StagedJob
 from agents.android.test_data import write_test_data
 from agents.android.thermal import parse_sysfs_zones, parse_thermalservice, wait_until_cool, with_battery
@@ -34,8 +40,10 @@ from farm.profiles import DeviceProfile
 
 log = logging.getLogger(__name__)
 
+NATIVE = "native"
 FARM_RUNNER = "farm-runner"
 PERF_TEST = "onnxruntime_perf_test"
+RUNNER_KINDS = (NATIVE, FARM_RUNNER, PERF_TEST)
 DEFAULT_PERF_TEST_PATH = f"{DEFAULT_DEVICE_ROOT}/bin/onnxruntime_perf_test"
 _BATTERY_MARK = "__farm_battery__"
 _THERMAL_COMMAND = (
@@ -53,6 +61,7 @@ class AndroidAgent(DeviceAgent):
         super().__init__(settings)
         self._paths = DevicePaths(settings.extra.get("adb_device_root", DEFAULT_DEVICE_ROOT))
         self._cache_limit = int(settings.extra.get("adb_cache_limit_bytes", DEFAULT_CACHE_LIMIT_BYTES))
+        self._native_root = Path(settings.extra.get("native_runner_root", DEFAULT_BUILD_ROOT))
         self._signer: Any = None
         self._connections: dict[str, AdbConnection] = {}
         self._staged: dict[tuple[str, str, str], StagedJob] = {}
@@ -92,8 +101,11 @@ class AndroidAgent(DeviceAgent):
             raise DeviceError(f"{unit.name}: artifact {request.artifact} is not a file")
         cache = PushCache(self._conn(unit.serial), self._paths, self._cache_limit)
         model = describe(request.artifact, "model.onnx", request.artifact_sha256)
+        kind = self._runner_kind(profile)
         with tempfile.TemporaryDirectory(prefix="farm-android-") as tmp:
-            if self._runner_kind(profile) == FARM_RUNNER:
+            if kind == NATIVE:
+                staged = self._stage_native(cache, model, unit, profile, request, Path(tmp))
+            elif kind == FARM_RUNNER:
                 inputs_path = Path(tmp) / "inputs.npz"
                 arrays: dict[str, Any] = dict(request.inputs)
                 np.savez(inputs_path, **arrays)
@@ -121,15 +133,29 @@ class AndroidAgent(DeviceAgent):
             limits.cooldown_deadline_s,
         )
         job_dir = self._paths.job(f"{request.artifact_sha256[:12]}-{uuid.uuid4().hex[:8]}")
+        kind = self._runner_kind(profile)
+        options = provider_options(profile.runner.get(f"options_{request.target.backend}", ""))
         try:
-            if self._runner_kind(profile) == FARM_RUNNER:
-                runner: FarmRunner | PerfTestRunner = FarmRunner(
-                    conn, profile.runner.get("python", "python3")
+            if kind == NATIVE:
+                command = NativeCommand(
+                    staged.runner_binary,
+                    staged.runtime_library.rsplit("/", 1)[0],
+                    qnn_lib_dir=profile.runner.get("qnn_lib_dir", "")
+                    if request.target.backend == "qnn"
+                    else "",
+                    ep_library=profile.runner.get("qnn_ep_library", ""),
+                )
+                result = NativeRunner(conn, command, ep_options(options)).run(
+                    staged.model, staged.input_files, request, job_dir
+                )
+            elif kind == FARM_RUNNER:
+                result = FarmRunner(conn, profile.runner.get("python", "python3")).run(
+                    staged, request, job_dir
                 )
             else:
-                options = provider_options(profile.runner.get(f"options_{request.target.backend}", ""))
-                runner = PerfTestRunner(conn, profile.runner.get("path", DEFAULT_PERF_TEST_PATH), options)
-            result = runner.run(staged, request, job_dir)
+                flags = perf_test_options(request.target.backend, options)
+                perf_test = PerfTestRunner(conn, profile.runner.get("path", DEFAULT_PERF_TEST_PATH), flags)
+                result = perf_test.run(staged, request, job_dir)
         finally:
             self._cleanup(conn, job_dir)
         result.thermal_before = before if before.temperatures_c else None
@@ -139,6 +165,40 @@ class AndroidAgent(DeviceAgent):
             # The measurements are already here; a link lost now should not throw them away.
             result.notes.append(f"no thermal reading after the run: {exc}")
         return result
+
+    def _stage_native(
+        self,
+        cache: PushCache,
+        model: CachedFile,
+        unit: DeviceUnit,
+        profile: DeviceProfile,
+        request: RunRequest,
+        tmp: Path,
+    ) -> StagedJob:
+        """Push the model, one .npy per input, the runner and its library; the runner made executable."""
+        build = find_build(self._native_root, unit, profile)
+        inputs = []
+        for index, (name, array) in enumerate(request.inputs.items()):
+            path = tmp / f"input_{index}.npy"
+            np.save(path, np.ascontiguousarray(array), allow_pickle=False)
+            inputs.append((name, describe(path)))
+        items = [
+            model,
+            describe(build.binary, RUNNER_BINARY),
+            describe(build.library),
+            *(f for _, f in inputs),
+        ]
+        paths = cache.ensure(items)
+        # adb push keeps no mode bits worth trusting; the cache entry is complete, so chmod is safe.
+        made = self._conn(unit.serial).shell(f"chmod 755 {q(paths[1])}")
+        if not made.ok:
+            raise DeviceError(f"{unit.name}: cannot make the native runner executable: {made.output.strip()}")
+        return StagedJob(
+            model=paths[0],
+            runner_binary=paths[1],
+            runtime_library=paths[2],
+            input_files=tuple((name, path) for (name, _), path in zip(inputs, paths[3:], strict=True)),
+        )
 
     # -- helpers -----------------------------------------------------------------------------
     def _serials(self) -> list[str]:
@@ -169,10 +229,10 @@ class AndroidAgent(DeviceAgent):
 
     @staticmethod
     def _runner_kind(profile: DeviceProfile) -> str:
-        kind = profile.runner.get("kind", PERF_TEST)
-        if kind not in (FARM_RUNNER, PERF_TEST):
+        kind = profile.runner.get("kind", NATIVE)
+        if kind not in RUNNER_KINDS:
             raise UsageError(
-                f"profile {profile.name}: runner kind {kind!r} is not {FARM_RUNNER} or {PERF_TEST}"
+                f"profile {profile.name}: runner kind {kind!r} is not one of {', '.join(RUNNER_KINDS)}"
             )
         return kind
 

@@ -74,6 +74,14 @@ def provider_options(text: str) -> list[str]:
     return options
 
 
+def perf_test_options(backend: str, options: list[str]) -> list[str]:
+    """Profile options as perf_test's `-i` takes them: NNAPI's flags are bare words there
+    (`NNAPI_FLAG_USE_FP16`), where the profile (and the native runner) write `NNAPI_FLAG_USE_FP16|1`."""
+    if backend != "nnapi":
+        return options
+    return [o.split("|", 1)[0] for o in options if not o.endswith("|0")]
+
+
 def command_line(
     binary: str,
     model: str,

@@ -1,15 +1,18 @@
-"""The two ways a job runs on a unit, each turning what the device wrote into a `DeviceRun`.
+"""Two of the ways a job runs on a unit (the native runner is in `native_runner`), each turning
+what the device wrote into a `DeviceRun`.
 
 `FarmRunner`: the farm's own `farm_runner.py` under the device's python3 (Linux boards,
 Termux): real samples and output tensors. `PerfTestRunner`: stock `onnxruntime_perf_test`
-(phones): timings as it prints them, the per-node trace from `-p`, and a probe run with CPU
-fallback disabled that tells whether every node can run on the accelerator.
+(the fallback on phones): timings as it prints them, no outputs (an empty dict, never made-up
+ones), the per-node trace from `-p`, and a probe run with CPU fallback disabled that tells
+whether every node can run on the accelerator.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import posixpath
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,7 @@ from agents.android.device_paths import q
 from agents.android.jobs import run_detached
 from agents.android.transport import AdbConnection
 from agents.base import DeviceRun, RunRequest
-from farm.analysis.ort_profile import node_events, op_timings
+from farm.analysis.profile_runs import profiled_run_count, record_profile
 from farm.errors import DeviceError
 
 FARM_RUNNER_NAME = "farm_runner.py"
@@ -37,6 +40,10 @@ class StagedJob:
     inputs: str = ""
     runner_script: str = ""
     test_data: tuple[str, ...] = ()
+    #: the native runner, its ONNX Runtime library, and (graph input name, .npy path) per input
+    runner_binary: str = ""
+    runtime_library: str = ""
+    input_files: tuple[tuple[str, str], ...] = ()
 
 
 def _number(data: dict[str, Any], key: str) -> float:
@@ -47,12 +54,11 @@ def _number(data: dict[str, Any], key: str) -> float:
 
 
 def _attach_profile(run: DeviceRun, profile_json: Path) -> None:
+    """Per-op table from the warm profiled runs: the first (cold) run is left out, as on the host."""
     events = json.loads(profile_json.read_text())
     if not isinstance(events, list):
         raise DeviceError("the profile from the device is not a list of trace events")
-    run.ops = op_timings(events)
-    run.placement = {op.name: op.provider for op in run.ops}
-    run.trace_events = [dict(e) for e in node_events(events)]
+    record_profile(run, events)
 
 
 class FarmRunner:
@@ -117,6 +123,11 @@ class PerfTestRunner:
         self.conn = conn
         self.binary = binary
         self.options = options
+        # A shared build's perf_test finds libonnxruntime.so beside it only through the loader path.
+        self._env = f"LD_LIBRARY_PATH={q(posixpath.dirname(binary) or '.')}"
+
+    def _line(self, argv: list[str]) -> str:
+        return " ".join([self._env, *(q(a) for a in argv)])
 
     def _stage(self, staged: StagedJob, job_dir: str) -> str:
         """perf_test reads inputs from test_data_set_0 next to the model: link both in."""
@@ -134,7 +145,7 @@ class PerfTestRunner:
         return f"{job_dir}/model.onnx"
 
     def _perf_test(self, job_dir: str, request: RunRequest, argv: list[str]) -> str:
-        result = run_detached(self.conn, job_dir, " ".join(q(a) for a in argv), request.timeout_s)
+        result = run_detached(self.conn, job_dir, self._line(argv), request.timeout_s)
         if result.exit_code != 0:
             raise DeviceError(
                 f"{self.conn.serial}: onnxruntime_perf_test failed: {result.output.strip()[-500:]}"
@@ -159,7 +170,11 @@ class PerfTestRunner:
         if summary.session_creation_ms is None or summary.average_ms is None:
             raise DeviceError(f"{self.conn.serial}: onnxruntime_perf_test printed no timings")
         notes = [
-            "onnxruntime_perf_test prints percentiles, not per-run samples: std, cv and samples are absent"
+            "onnxruntime_perf_test prints percentiles, not per-run samples: std, cv and samples are absent",
+            # perf_test has no warm-up count: it makes one untimed run of its own before timing.
+            f"warm-up: onnxruntime_perf_test's own single untimed run (it takes no count; "
+            f"{request.warmup} were asked for)",
+            "no output tensors: onnxruntime_perf_test does not return them, so nothing is compared",
         ]
         run = DeviceRun(
             load_ms=summary.session_creation_ms,
@@ -174,7 +189,9 @@ class PerfTestRunner:
             notes=notes,
         )
         if request.profile_ops:
-            self._perf_test(job_dir, request, argv(1, profile_prefix=f"{job_dir}/{PROFILE_PREFIX}"))
+            # As many profiled runs as the host makes, so the cold first one can be left out.
+            profiled = profiled_run_count(request.runs)
+            self._perf_test(job_dir, request, argv(profiled, profile_prefix=f"{job_dir}/{PROFILE_PREFIX}"))
             found = self.conn.shell(f"ls {q(job_dir)}/{PROFILE_PREFIX}*.json")
             paths = found.output.split()
             if found.ok and paths:
@@ -183,10 +200,7 @@ class PerfTestRunner:
                     _attach_profile(run, Path(tmp) / "profile.json")
         if request.target.is_accelerator:
             probe = run_detached(
-                self.conn,
-                job_dir,
-                " ".join(q(a) for a in argv(1, disable_cpu_fallback=True)),
-                request.timeout_s,
+                self.conn, job_dir, self._line(argv(1, disable_cpu_fallback=True)), request.timeout_s
             )
             run.notes.append(
                 "every node runs on the accelerator (CPU fallback disabled: the probe passed)"

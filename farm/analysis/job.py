@@ -10,8 +10,9 @@ import numpy as np
 
 from agents.base import DeviceRun, OpTiming, Thermal
 from farm.analysis.latency import latency_stats
-from farm.analysis.numeric import ReferenceCheck, Tolerance, compare_outputs
-from farm.analysis.topk import topk_agreement
+from farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
+from farm.analysis.sustained import sustained_document
+from farm.analysis.topk import index_agreement, topk_agreement
 from farm.analysis.transfers import transfer_report
 from farm.compile.placement import CPU_PROVIDERS
 from farm.compile.report import CompiledArtifact
@@ -55,23 +56,61 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _reference(check: ReferenceCheck) -> dict[str, Any]:
-    return {
-        "outputs": {
-            name: {
-                "max_abs": _finite(d.max_abs),
-                "mean_abs": _finite(d.mean_abs),
-                "rmse": _finite(d.rmse),
-                "cosine": _finite(d.cosine),
-                "snr_db": _finite(d.snr_db),
-                "shape_matches": d.shape_matches,
-            }
-            for name, d in check.outputs.items()
-        },
-        "missing_outputs": list(check.missing),
-        "tolerance": {"snr_db_min": check.tolerance.snr_db_min, "cosine_min": check.tolerance.cosine_min},
-        "passed": check.passed,
+def _output_entry(diff: OutputDiff, tolerance: Tolerance) -> dict[str, Any]:
+    failure = diff.failure(tolerance)
+    entry: dict[str, Any] = {
+        "kind": diff.kind,
+        "dtype": diff.dtype,
+        "actual_dtype": diff.actual_dtype,
+        "elements": diff.elements,
+        "passed": failure is None,
+        "reason": failure,
+        "max_abs": _finite(diff.max_abs),
+        "mean_abs": _finite(diff.mean_abs),
+        "rmse": _finite(diff.rmse),
+        "cosine": _finite(diff.cosine),
+        "snr_db": _finite(diff.snr_db),
+        "shape_matches": diff.shape_matches,
     }
+    if diff.kind == FLOAT:
+        entry["outside"] = diff.outside
+        entry["outside_fraction"] = diff.outside_fraction
+        entry["nonfinite"] = _nonfinite(diff)
+    else:
+        entry["mismatches"] = diff.mismatches
+        entry["exact_match"] = diff.exact_match
+        if diff.nonfinite:
+            entry["nonfinite"] = _nonfinite(diff)
+    return entry
+
+
+def _nonfinite(diff: OutputDiff) -> dict[str, dict[str, int]]:
+    return {"reference": dict(diff.nonfinite_reference), "actual": dict(diff.nonfinite_actual)}
+
+
+def reference_section(check: ReferenceCheck, reference_model: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The job document's `reference`: its state (passed, failed, not_compared), why, and per output
+    the metrics of its kind. `reference_model`: which model computed the reference outputs."""
+    failures = check.failures
+    state = check.state
+    reason = check.not_compared_reason if state == "not_compared" else "; ".join(failures) or None
+    return {
+        "status": state,
+        "passed": None if state == "not_compared" else state == "passed",
+        "reason": reason,
+        "failures": failures,
+        "model": reference_model,
+        "outputs": {name: _output_entry(d, check.tolerance) for name, d in check.outputs.items()},
+        "missing_outputs": list(check.missing),
+        "tolerance": check.tolerance.to_dict(),
+    }
+
+
+def _no_outputs_reason(run: DeviceRun) -> str:
+    runner = run.runner.split(" (")[0] or "the runner"
+    if runner.startswith("onnxruntime_perf_test"):
+        return "onnxruntime_perf_test measures latency only and returns no outputs to compare"
+    return f"{runner} returned no outputs to compare"
 
 
 def _transfers(run: DeviceRun, target: Target) -> dict[str, Any] | None:
@@ -128,13 +167,15 @@ def job_document(
     run: DeviceRun,
     reference: dict[str, np.ndarray],
     tolerance: Tolerance,
+    reference_model: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A complete job: `base` carries ids, device, model and timing of the job itself."""
     ops = op_table(run.ops)
-    check = compare_outputs(reference, run.outputs, tolerance)
-    reference_doc = _reference(check)
+    check = compare_outputs(reference, run.outputs, tolerance, no_outputs_reason=_no_outputs_reason(run))
+    reference_doc = reference_section(check, reference_model)
     for name, entry in reference_doc["outputs"].items():
-        agreement = topk_agreement(reference[name], run.outputs[name])
+        ref, got = np.asarray(reference[name]), np.asarray(run.outputs[name])
+        agreement = topk_agreement(ref, got) or index_agreement(ref, got)
         if agreement is not None:
             entry["topk"] = agreement
     document = dict(base)
@@ -157,7 +198,10 @@ def job_document(
         thermal={"before": _thermal(run.thermal_before), "after": _thermal(run.thermal_after)},
         notes=list(artifact.report.notes) + list(run.notes),
         trace_events=slim_trace(run.trace_events),
+        warm_load_ms=run.warm_load_ms,
     )
+    if run.sustained is not None:
+        document["sustained"] = sustained_document(run.sustained)
     return document
 
 

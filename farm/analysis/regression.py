@@ -228,6 +228,22 @@ def placement_findings(baseline: dict[str, Any], new: dict[str, Any]) -> list[Fi
     return findings
 
 
+def _latency_not_compared(baseline: dict[str, Any], new: dict[str, Any], before: int, after: int) -> Finding:
+    """Why the latency test could not run: a side without per-run samples (a runner that prints
+    percentiles only, such as onnxruntime_perf_test) or with fewer than two."""
+    sides = [
+        f"the {side} job has {count} per-run sample(s) ({job.get('runner') or 'unknown runner'})"
+        for side, job, count in (("baseline", baseline, before), ("new", new, after))
+        if count < 2
+    ]
+    return Finding(
+        "latency",
+        "latency not compared: " + " and ".join(sides) + "; the test needs at least 2 on each side",
+        False,
+        {"compared": False, "baseline_samples": before, "new_samples": after},
+    )
+
+
 def compare_jobs(
     baseline: dict[str, Any],
     new: dict[str, Any],
@@ -254,6 +270,8 @@ def compare_jobs(
                     verdict.to_dict(),
                 )
             )
+    else:
+        findings.append(_latency_not_compared(baseline, new, len(base_samples), len(new_samples)))
     findings += numeric_findings(baseline, new, policy)
     findings += placement_findings(baseline, new)
     return findings

@@ -38,3 +38,31 @@ def topk_agreement(reference: np.ndarray, actual: np.ndarray, k: int = DEFAULT_K
         "top1_match": ref_top[0] == got_top[0],
         "top5_overlap": len(set(ref_top) & set(got_top)) / k,
     }
+
+
+#: an index list longer than this is not a top-k result
+MAX_INDEX_LIST = 100
+
+
+def is_index_list(array: np.ndarray) -> bool:
+    """An integer (batch, k) output whose first row holds k distinct indices: a TopK's indices."""
+    if array.dtype.kind not in "iu" or array.ndim != 2 or not 2 <= array.shape[-1] <= MAX_INDEX_LIST:
+        return False
+    return bool(array.shape[0] <= 64 and len(set(array[0].tolist())) == array.shape[-1])
+
+
+def index_agreement(reference: np.ndarray, actual: np.ndarray, k: int = DEFAULT_K) -> dict[str, Any] | None:
+    """The same fields as `topk_agreement`, for an output that already is a list of class indices
+    (best first): the first row's first `k` entries of each side."""
+    if reference.shape != actual.shape or actual.dtype.kind not in "iu" or not is_index_list(reference):
+        return None
+    k = min(k, reference.shape[-1])
+    ref_top = [int(i) for i in reference[0][:k]]
+    got_top = [int(i) for i in actual[0][:k]]
+    return {
+        "k": k,
+        "reference": ref_top,
+        "actual": got_top,
+        "top1_match": ref_top[0] == got_top[0],
+        "top5_overlap": len(set(ref_top) & set(got_top)) / k,
+    }

@@ -32,9 +32,10 @@ def _register() -> None:
     cli.add_command(runs.show)
     cli.add_command(compile_cmd.compile_command)
 
-    from farm.cli import check, report
+    from farm.cli import check, diverge, report
 
     cli.add_command(report.report)
+    cli.add_command(diverge.diverge)
     cli.add_command(check.check)
 
     from farm.cli import agent, nightly, serve

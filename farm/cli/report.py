@@ -8,7 +8,9 @@ from pathlib import Path
 
 import click
 
+from farm.analysis.divergence import DEFAULT_LAYER_BUDGET
 from farm.cli.context import CliState, handles_errors
+from farm.cli.layers import layer_request, print_layers
 from farm.cli.output import json_default
 
 
@@ -34,6 +36,24 @@ from farm.cli.output import json_default
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The source model, where it is no longer at the path the run recorded (for op alignment).",
 )
+@click.option(
+    "--layers",
+    is_flag=True,
+    help="Also compute each job's per-layer error curve against the reference (see `farm diverge`).",
+)
+@click.option(
+    "--layers-budget",
+    type=click.IntRange(min=2),
+    default=DEFAULT_LAYER_BUDGET,
+    show_default=True,
+    help="Layers captured in one run; past it the search samples and bisects.",
+)
+@click.option(
+    "--predict",
+    "predict",
+    metavar="TARGETS",
+    help="With --layers, also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
+)
 @click.pass_obj
 @handles_errors
 def report(
@@ -44,6 +64,9 @@ def report(
     as_json: bool,
     trace_dir: Path | None,
     model_path: Path | None,
+    layers: bool,
+    layers_budget: int,
+    predict: str | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
     from farm.cli.runs import load_run, open_store
@@ -52,7 +75,13 @@ def report(
     with open_store(state) as store:
         run = load_run(store, run_id)
         against = load_run(store, against_id) if against_id else None
-    built = build_report(run, against, model_path=model_path, artifacts_root=state.home.artifacts)
+    built = build_report(
+        run,
+        against,
+        model_path=model_path,
+        artifacts_root=state.home.artifacts,
+        layers=layer_request(state, layers_budget, predict) if layers or predict else None,
+    )
     if html_path is not None:
         from farm.reports.html import render_report
 
@@ -85,6 +114,8 @@ def report(
         console.print("no differences worth naming")
     for index, finding in enumerate(built.findings, start=1):
         console.print(f"{index:>2}. {finding.text}  [dim]({finding.rule})[/dim]", highlight=False)
+    if built.layers is not None:
+        print_layers(console, built.layers, built.layers_missing)
     if html_path is not None:
         console.print(f"HTML report: {html_path}")
     if written:

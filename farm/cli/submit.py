@@ -11,12 +11,15 @@ from typing import Any
 import click
 from rich.console import Console
 
-from farm.analysis.numeric import Tolerance
+from agents.base import DEFAULT_SUSTAINED_WINDOW_S
+from farm.analysis.reference_state import FAILED, reference_state
+from farm.analysis.tolerance import parse_tolerance
 from farm.cli.context import CliState, handles_errors
 from farm.cli.output import json_default
 from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
-from farm.errors import UsageError
+from farm.durations import parse_duration_s
+from farm.errors import ReferenceCheckError
 from farm.inputs import parse_shapes
 from farm.targets import parse_targets
 
@@ -39,25 +42,28 @@ class StderrProgress:
     def job_finished(self, job: dict[str, Any]) -> None:
         self.done += 1
         if job["status"] == "ok":
-            status = f"[green]ok[/green] p50 {job['latency_ms']['p50']:.3f} ms"
+            reference = reference_state(job)
+            colour = {"passed": "green", "failed": "bold red"}.get(reference.state, "yellow")
+            status = (
+                f"[green]ok[/green] p50 {job['latency_ms']['p50']:.3f} ms, "
+                f"reference [{colour}]{reference.label}[/{colour}]"
+            )
         else:
             status = f"[red]failed[/red]: {job.get('error')}"
         self.console.print(f"[{self.done}/{self.total}] {job['device']} {job['target']}: {status}")
 
 
-def _tolerance(text: str | None) -> Tolerance | None:
-    if not text:
+def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
+    """The one line `farm submit` ends with when a job's outputs failed the reference check."""
+    failed = [(job, state) for job in jobs if (state := reference_state(job)).state == FAILED]
+    if not failed:
         return None
-    values: dict[str, float] = {}
-    for part in text.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() not in ("snr_db_min", "cosine_min"):
-            raise UsageError(f"--tolerance {part!r}: use snr_db_min=DB,cosine_min=X")
-        try:
-            values[key.strip()] = float(value)
-        except ValueError:
-            raise UsageError(f"--tolerance {part!r}: {value!r} is not a number") from None
-    return Tolerance(values.get("snr_db_min", 30.0), values.get("cosine_min", 0.999))
+    job, state = failed[0]
+    more = f" (and {len(failed) - 1} more job(s))" if len(failed) > 1 else ""
+    first = (state.reason or "outside the tolerance").split("; ")[0]
+    return ReferenceCheckError(
+        f"reference check failed on {job['device']} {job['target']}: {first}{more}; the run is complete"
+    )
 
 
 @click.command()
@@ -84,7 +90,19 @@ def _tolerance(text: str | None) -> Tolerance | None:
 )
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of generated inputs.")
 @click.option("--threads", type=int, help="ONNX Runtime intra-op threads on host devices.")
-@click.option("--tolerance", help="Reference tolerance: snr_db_min=DB,cosine_min=X (default per target).")
+@click.option(
+    "--tolerance",
+    "tolerances",
+    multiple=True,
+    help="Override reference tolerances, repeatable: [fp32:|fp16:|int8:]atol=X,rtol=X,outside=F,"
+    "snr_db=DB,cosine=X,exact=F (defaults by the precision the target computes in; docs/results.md).",
+)
+@click.option(
+    "--reference",
+    "reference_model",
+    type=click.Path(path_type=Path),
+    help="Compare against this model's host outputs (same inputs and outputs), e.g. the float model.",
+)
 @click.option("--no-profile", is_flag=True, help="Skip the profiled pass (no per-op table).")
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
 @click.option("--address", help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray).")
@@ -104,6 +122,20 @@ def _tolerance(text: str | None) -> Tolerance | None:
     show_default=True,
     help="Seconds a job waits while no unit of its profile is up, before it fails.",
 )
+@click.option(
+    "--sustained",
+    metavar="DURATION",
+    help="After the timed runs, run back to back for this long (90s, 10m): latency, "
+    "frequency and temperature per window, and the throttling curve.",
+)
+@click.option(
+    "--sustained-window",
+    "sustained_window_s",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_SUSTAINED_WINDOW_S,
+    show_default=True,
+    help="Seconds per window of a sustained run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
@@ -118,13 +150,16 @@ def submit(
     inputs_npz: Path | None,
     seed: int,
     threads: int | None,
-    tolerance: str | None,
+    tolerances: tuple[str, ...],
+    reference_model: Path | None,
     no_profile: bool,
     coreml_precision: str,
     address: str | None,
     adb: tuple[str, ...],
     attempts: int,
     placement_deadline_s: float,
+    sustained: str | None,
+    sustained_window_s: float,
     as_json: bool,
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
@@ -142,12 +177,15 @@ def submit(
         shapes=parse_shapes(shapes),
         inputs_npz=inputs_npz,
         seed=seed,
-        tolerance=_tolerance(tolerance),
+        tolerance=parse_tolerance(tolerances) or None,
+        reference_model=reference_model,
         intra_op_threads=threads,
         profile_ops=not no_profile,
         coreml_precision=coreml_precision,
         max_attempts=attempts,
         placement_deadline_s=placement_deadline_s,
+        sustained_s=parse_duration_s(sustained) if sustained else 0.0,
+        sustained_window_s=sustained_window_s,
     )
     from farm.cli.agent import fleet_settings
 
@@ -166,3 +204,6 @@ def submit(
         print_run(document)
     if any(job["status"] != "ok" for job in document["jobs"]):
         sys.exit(1)
+    mismatch = reference_failure(document["jobs"])
+    if mismatch is not None:
+        raise mismatch

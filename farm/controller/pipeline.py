@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from agents.base import AgentSettings, RunRequest
+from agents.base import DEFAULT_JOB_TIMEOUT_S, DEFAULT_SUSTAINED_WINDOW_S, AgentSettings, RunRequest
 from farm.analysis.job import failed_document, job_document
-from farm.analysis.numeric import Tolerance, default_tolerance
+from farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from farm.artifacts import ArtifactStore
 from farm.compile import compile_for_target
 from farm.compile.report import CompiledArtifact
@@ -36,7 +36,7 @@ from farm.errors import FarmError, UsageError
 from farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
 from farm.model import ModelInfo, inspect_model
 from farm.profiles import DeviceProfile
-from farm.reference import reference_outputs
+from farm.reference import check_reference_model, reference_model_entry, reference_outputs
 from farm.store import ResultsStore, new_run_id
 from farm.targets import Target
 from farm.torch_source.checkpoint import is_torch_checkpoint
@@ -72,7 +72,12 @@ class SubmitRequest:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     inputs_npz: Path | None = None
     seed: int = DEFAULT_SEED
-    tolerance: Tolerance | None = None
+    #: overrides of the per-precision defaults (--tolerance, a suite's `tolerance:`), or one
+    #: Tolerance for every job
+    tolerance: Tolerance | ToleranceOverrides | None = None
+    #: another model with the same inputs and outputs whose host outputs are the reference
+    #: (the float model of a quantised artifact); None: the submitted model itself
+    reference_model: Path | None = None
     intra_op_threads: int | None = None
     profile_ops: bool = True
     coreml_precision: str = "fp16"
@@ -82,6 +87,9 @@ class SubmitRequest:
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
     #: where a PyTorch checkpoint's ONNX exports and eager references are cached (FarmHome.torch)
     torch_cache: Path | None = None
+    #: a sustained phase after the timed runs (0: none), cut into windows of this length
+    sustained_s: float = 0.0
+    sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
 
 
 @dataclass
@@ -93,8 +101,14 @@ class Prepared:
     plan: list[tuple[DeviceSelector, Target]]
     shapes: dict[str, tuple[int, ...]]
     inputs: dict[str, np.ndarray]
+    #: the model whose host outputs are the reference: `info` unless --reference names another
+    reference_info: ModelInfo | None = None
     #: the checkpoint, its ONNX export and eager reference, where the source is PyTorch
     torch: TorchSource | None = None
+
+    @property
+    def reference_source(self) -> ModelInfo:
+        return self.reference_info or self.info
 
 
 def _ingest_torch(request: SubmitRequest) -> TorchSource:
@@ -125,14 +139,22 @@ def prepare(
     check_targets(selectors, profiles, request.targets)
     plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
     if is_torch_checkpoint(request.model_path):
+        if request.reference_model is not None:
+            raise UsageError(
+                "--reference takes an ONNX model; a PyTorch checkpoint is its own reference (eager fp32)"
+            )
         source = _ingest_torch(request)
-        return Prepared(source.info, selectors, plan, source.shapes, source.inputs, source)
+        return Prepared(source.info, selectors, plan, source.shapes, source.inputs, torch=source)
     info = inspect_model(request.model_path)
     shapes = resolve_shapes(info, request.shapes)
     inputs = seeded_inputs(info, shapes, request.seed)
     if request.inputs_npz is not None:
         inputs = load_npz_inputs(request.inputs_npz, info, inputs)
-    return Prepared(info, selectors, plan, shapes, inputs)
+    reference_info = None
+    if request.reference_model is not None:
+        reference_info = inspect_model(request.reference_model)
+        check_reference_model(info, reference_info)
+    return Prepared(info, selectors, plan, shapes, inputs, reference_info)
 
 
 def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dict[str, Any]:
@@ -156,11 +178,28 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
         "settings": {
             "runs": request.runs,
             "warmup": request.warmup,
+            "sustained_s": request.sustained_s or None,
             "seed": request.seed,
             "devices": request.devices,
             "targets": None if request.targets is None else [t.name for t in request.targets],
+            "reference_model": None if prepared.reference_info is None else str(prepared.reference_info.path),
+            "tolerance": _tolerance_setting(request.tolerance),
         },
     }
+
+
+def _tolerance_setting(tolerance: Tolerance | ToleranceOverrides | None) -> Any:
+    if isinstance(tolerance, ToleranceOverrides):
+        return tolerance.to_texts() or None
+    return None if tolerance is None else tolerance.to_dict()
+
+
+def job_tolerance(request: SubmitRequest, artifact: CompiledArtifact) -> Tolerance:
+    """The defaults for what the artifact computes in, with the run's overrides on top."""
+    if isinstance(request.tolerance, Tolerance):
+        return request.tolerance
+    tolerance = default_tolerance(artifact.target, artifact.report.precision)
+    return request.tolerance.apply(tolerance) if request.tolerance else tolerance
 
 
 def _compile_all(
@@ -212,14 +251,16 @@ def plan_model(
     expected_s: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> PlannedModel:
     compiled = _compile_all(request, prepared, home, progress)
-    progress.stage(f"computing the host reference of {prepared.info.name}")
     if prepared.torch is not None:
         # the checkpoint itself is the reference: the ONNX export's own error then shows in every job
+        progress.stage(f"computing the host reference of {prepared.info.name} with PyTorch eager")
         reference = prepared.torch.eager
     else:
-        reference = reference_outputs(
-            prepared.info.path, prepared.info.sha256, prepared.inputs, home.references
-        )
+        source = prepared.reference_source
+        progress.stage(f"computing the host reference of {prepared.info.name} with {source.path.name}")
+        computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
+        # a --reference model may give more outputs than the model: only the model's are compared
+        reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
     planned = PlannedModel(request, prepared, reference)
     shipped: dict[str, Any] = {}
     for selector, target in prepared.plan:
@@ -255,6 +296,10 @@ def plan_model(
                     runs=request.runs,
                     profile_ops=request.profile_ops,
                     intra_op_threads=request.intra_op_threads,
+                    sustained_s=request.sustained_s,
+                    sustained_window_s=request.sustained_window_s,
+                    # the job's deadline grows with the sustained phase it asks for
+                    timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
                 ),
                 artifact_blob=shipped[artifact.sha256],
                 expected_s=expected_s(base) if expected_s is not None else None,
@@ -282,14 +327,19 @@ def _event_document(
     if event.kind != "done" or event.run is None:
         error = event.error or FarmError(event.message or "the job failed")
         return failed_document(merged, str(error), type(error).__name__)
-    tolerance = planned.request.tolerance or default_tolerance(artifact.target)
+    prepared = planned.prepared
     return job_document(
         base=merged,
         target=artifact.target,
         artifact=artifact,
         run=event.run,
         reference=planned.reference,
-        tolerance=tolerance,
+        tolerance=job_tolerance(planned.request, artifact),
+        reference_model=(
+            prepared.torch.reference_entry()
+            if prepared.torch is not None
+            else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
+        ),
     )
 
 

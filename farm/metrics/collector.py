@@ -41,13 +41,27 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "farm_first_inference_seconds": ("Latency of the first (cold) inference of the newest job.", RESULT),
     "farm_session_load_seconds": ("Time to load the model into an inference session on the unit.", RESULT),
+    "farm_session_warm_load_seconds": ("Time to load it again in the same process, caches warm.", RESULT),
+    "farm_sustained_slowdown_ratio": (
+        "Steady-state p50 over first-span p50 of the newest job's sustained run.", RESULT,
+    ),
+    "farm_sustained_throttle_seconds": (
+        "Seconds into the newest job's sustained run until it first throttled (absent: it did not).", RESULT,
+    ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
     "farm_ops": ("Ops of the newest job by the backend that ran them.", (*RESULT, "backend")),
     "farm_cpu_fallback_ops": ("Ops run on the CPU although the target asked for an accelerator.", RESULT),
     "farm_partitions": ("Subgraphs the model was split into between backends.", RESULT),
     "farm_reference_max_abs_error": ("Largest absolute error against the host reference.", RESULT),
     "farm_reference_snr_db": ("Lowest signal-to-noise ratio against the host reference, dB.", RESULT),
-    "farm_reference_passed": ("1 if all outputs matched the host reference, else 0.", RESULT),
+    "farm_reference_passed": (
+        "1 if all outputs matched the reference, 0 if one did not; absent when not compared.",
+        RESULT,
+    ),
+    "farm_reference_state": (
+        "1 for the state of the newest job's reference check: passed, failed or not_compared.",
+        (*RESULT, "state"),
+    ),
     "farm_result_timestamp_seconds": ("Unix time the newest successful job of the series finished.", RESULT),
     "farm_device_temperature_celsius": (
         "Temperature of a unit: after its newest job per sensor, or live (sensor 'reported').",
@@ -195,6 +209,9 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
             add("farm_inference_latency_seconds", result, seconds, quantile)
         add("farm_first_inference_seconds", result, result.first_inference_s)
         add("farm_session_load_seconds", result, result.session_load_s)
+        add("farm_session_warm_load_seconds", result, result.warm_load_s)
+        add("farm_sustained_slowdown_ratio", result, result.sustained_slowdown)
+        add("farm_sustained_throttle_seconds", result, result.sustained_throttle_s)
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend)
@@ -203,7 +220,9 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
         if result.reference is not None:
             add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
             add("farm_reference_snr_db", result, result.reference.snr_db)
-            add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
+            if result.reference.passed is not None:
+                add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
+            add("farm_reference_state", result, 1.0, result.reference.state)
         add("farm_result_timestamp_seconds", result, result.finished_at)
     return list(families.values())
 

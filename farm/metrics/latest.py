@@ -36,7 +36,11 @@ JOB_PATHS: tuple[str, ...] = (
     "$.compile.partitions",
     "$.reference.outputs",
     "$.reference.passed",
+    "$.reference.status",
     "$.thermal.after.temperatures_c",
+    "$.warm_load_ms",
+    "$.sustained.summary.slowdown",
+    "$.sustained.summary.time_to_first_throttle_s",
 )
 
 
@@ -44,7 +48,10 @@ JOB_PATHS: tuple[str, ...] = (
 class ReferenceNumbers:
     max_abs_error: float | None
     snr_db: float | None
-    passed: bool
+    #: None: not compared (no farm_reference_passed series)
+    passed: bool | None
+    #: passed | failed | not_compared
+    state: str = "passed"
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,10 @@ class LatestResult:
     reference: ReferenceNumbers | None = None
     #: sensor -> degrees Celsius, read on the unit after the job
     temperatures_c: dict[str, float] = field(default_factory=dict)
+    warm_load_s: float | None = None
+    #: steady-state p50 / first-span p50 of a sustained run; None without one
+    sustained_slowdown: float | None = None
+    sustained_throttle_s: float | None = None
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -85,9 +96,19 @@ def _scaled(value: Any, factor: float) -> float | None:
     return None if number is None else number * factor
 
 
-def _reference(outputs: Any, passed: Any) -> ReferenceNumbers | None:
+def _state(outputs: Any, passed: Any, status: Any) -> str | None:
+    """As `farm.analysis.reference_state` reads it, from the few fields a scrape pulls out."""
+    if status in ("passed", "failed", "not_compared"):
+        return str(status)
+    if not isinstance(passed, bool):
+        return None
+    return "passed" if passed else ("failed" if outputs else "not_compared")
+
+
+def _reference(outputs: Any, passed: Any, status: Any = None) -> ReferenceNumbers | None:
     """The worst output decides: the largest error, the lowest signal-to-noise ratio."""
-    if not isinstance(outputs, dict) or not isinstance(passed, bool):
+    state = _state(outputs, passed, status)
+    if not isinstance(outputs, dict) or state is None:
         return None
     errors = [_number(o.get("max_abs")) for o in outputs.values() if isinstance(o, dict)]
     snrs = [_number(o.get("snr_db")) for o in outputs.values() if isinstance(o, dict)]
@@ -96,7 +117,8 @@ def _reference(outputs: Any, passed: Any) -> ReferenceNumbers | None:
     return ReferenceNumbers(
         max_abs_error=max(known_errors) if known_errors else None,
         snr_db=min(known_snrs) if known_snrs else None,
-        passed=passed,
+        passed=None if state == "not_compared" else state == "passed",
+        state=state,
     )
 
 
@@ -133,10 +155,15 @@ def parse_latest(values: list[Any]) -> LatestResult:
         ops_by_backend=ops,
         cpu_fallback_ops=len(fallbacks) if isinstance(fallbacks, list) else 0,
         partitions=None if partitions is None else int(partitions),
-        reference=_reference(doc["$.reference.outputs"], doc["$.reference.passed"]),
+        reference=_reference(
+            doc["$.reference.outputs"], doc["$.reference.passed"], doc["$.reference.status"]
+        ),
         temperatures_c={
             str(sensor): number
             for sensor, value in (temperatures.items() if isinstance(temperatures, dict) else ())
             if (number := _number(value)) is not None
         },
+        warm_load_s=_scaled(doc["$.warm_load_ms"], 1 / MS_PER_S),
+        sustained_slowdown=_number(doc["$.sustained.summary.slowdown"]),
+        sustained_throttle_s=_number(doc["$.sustained.summary.time_to_first_throttle_s"]),
     )

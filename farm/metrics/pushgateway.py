@@ -15,6 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
 
+from farm.analysis.reference_state import NOT_COMPARED, PASSED, reference_state
 from farm.errors import FarmError
 from farm.metrics.latest import LATENCY_QUANTILES, MS_PER_S
 
@@ -86,9 +87,10 @@ def summary_registry(
         for quantile, key in LATENCY_QUANTILES:
             if isinstance(latency_ms.get(key), int | float):
                 latency.labels(*labels, quantile).set(latency_ms[key] / MS_PER_S)
-        reference = job.get("reference") or {}
-        if isinstance(reference.get("passed"), bool):
-            passed.labels(*labels).set(1.0 if reference["passed"] else 0.0)
+        # a job whose outputs were not compared has no series: it neither passed nor failed
+        state = reference_state(job).state
+        if state != NOT_COMPARED:
+            passed.labels(*labels).set(1.0 if state == PASSED else 0.0)
     return registry
 
 

@@ -44,7 +44,10 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
             targets=None if m.targets is None else list(m.targets),
             runs=m.runs,
             warmup=m.warmup,
+            sustained_s=m.sustained_s,
             shapes=dict(m.shapes),
+            tolerance=m.tolerance or None,
+            reference_model=m.reference,
             max_attempts=suite.attempts,
             placement_deadline_s=suite.placement_deadline_s,
         )

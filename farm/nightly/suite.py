@@ -10,8 +10,10 @@ from typing import Any
 import yaml
 
 from farm.analysis.regression import RegressionPolicy
+from farm.analysis.tolerance import ToleranceOverrides, parse_tolerance
 from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from farm.durations import parse_duration_s
 from farm.errors import UsageError
 from farm.targets import Target
 
@@ -24,6 +26,12 @@ class SuiteModel:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     runs: int = DEFAULT_TIMED_RUNS
     warmup: int = DEFAULT_WARMUP_RUNS
+    #: the model whose host outputs are the reference (`reference:`), e.g. the float model
+    reference: Path | None = None
+    #: `tolerance:` of the suite, with the model's own on top
+    tolerance: ToleranceOverrides = field(default_factory=ToleranceOverrides)
+    #: seconds of sustained load after the timed runs (0: none)
+    sustained_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -43,11 +51,23 @@ SUITE_FIELDS = {
     "targets",
     "runs",
     "warmup",
+    "sustained",
     "attempts",
     "placement_deadline_s",
     "regression",
+    "tolerance",
 }
-MODEL_FIELDS = {"path", "devices", "targets", "shapes", "runs", "warmup"}
+MODEL_FIELDS = {
+    "path",
+    "devices",
+    "targets",
+    "shapes",
+    "runs",
+    "warmup",
+    "reference",
+    "tolerance",
+    "sustained",
+}
 POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db", "between_run_z"}
 
 
@@ -86,6 +106,16 @@ def _targets(value: Any, where: str) -> tuple[Target, ...] | None:
         raise UsageError(f"{where}: {exc}") from None
 
 
+def _tolerance(value: Any, where: str) -> ToleranceOverrides:
+    """A suite's `tolerance:`: the `--tolerance` syntax, one string or a list of them."""
+    if value is None:
+        return ToleranceOverrides(source="suite")
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise UsageError(f"{where} must be a string like 'atol=1e-4,rtol=1e-3' or a list of them")
+    return parse_tolerance(texts, where=where, source="suite")
+
+
 def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: str) -> SuiteModel:
     here = f"{where}: models[{index}]"
     if isinstance(data, str):
@@ -103,13 +133,25 @@ def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: s
     shapes = {
         str(k): tuple(_number(d, f"{here}.shapes.{k}", int, 1) for d in v) for k, v in shapes_raw.items()
     }
+    reference = data.get("reference")
+    if reference is not None and not isinstance(reference, str):
+        raise UsageError(f"{here}.reference must be the path of a model")
+    suite_tolerance = _tolerance(defaults.get("tolerance"), f"{where}: tolerance")
+    reference_path = None if reference is None else Path(reference)
     return SuiteModel(
+        reference=None
+        if reference_path is None
+        else (reference_path if reference_path.is_absolute() else base / reference_path),
+        tolerance=suite_tolerance.merged(_tolerance(data.get("tolerance"), f"{here}.tolerance")),
         path=path if path.is_absolute() else (base / path),
         devices=_strings(merged["devices"], f"{here}.devices"),
         targets=_targets(merged.get("targets"), f"{here}.targets"),
         shapes=shapes,
         runs=_number(merged.get("runs", DEFAULT_TIMED_RUNS), f"{here}.runs", int, 1),
         warmup=_number(merged.get("warmup", DEFAULT_WARMUP_RUNS), f"{here}.warmup", int, 0),
+        sustained_s=parse_duration_s(merged["sustained"], f"{here}.sustained")
+        if "sustained" in merged
+        else 0.0,
     )
 
 
@@ -124,7 +166,9 @@ def parse_suite(data: Any, path: Path) -> Suite:
     models = data.get("models")
     if not isinstance(models, list) or not models:
         raise UsageError(f"{where}: 'models' must be a non-empty list")
-    defaults = {k: data[k] for k in ("devices", "targets", "runs", "warmup") if k in data}
+    defaults = {
+        k: data[k] for k in ("devices", "targets", "runs", "warmup", "tolerance", "sustained") if k in data
+    }
     policy_raw = data.get("regression") or {}
     if not isinstance(policy_raw, dict):
         raise UsageError(f"{where}: 'regression' must be a mapping")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from farm.analysis.divergence import DivergenceCurve
 from farm.reports.alignment import Alignment, SourceNode, align, source_nodes
 from farm.reports.compare import Column, Comparison, compare, fusion_differences
 from farm.reports.findings import Finding, find
@@ -22,6 +23,10 @@ class Report:
     alignment: Alignment | None
     nodes: list[SourceNode]
     preflight: list[PreflightCheck] = field(default_factory=list)
+    #: per-layer error curves, where asked for (`farm report --layers`, `farm diverge`); None otherwise
+    layers: list[DivergenceCurve] | None = None
+    #: column label -> why it has no per-layer curve
+    layers_missing: dict[str, str] = field(default_factory=dict)
 
     @property
     def columns(self) -> list[Column]:
@@ -53,6 +58,12 @@ class Report:
                 }
                 for p in self.preflight
             ],
+            "layers": None
+            if self.layers is None
+            else {
+                "curves": [curve.to_dict() for curve in self.layers],
+                "missing": dict(self.layers_missing),
+            },
         }
 
 
@@ -161,8 +172,10 @@ def build_report(
     model_path: Path | None = None,
     artifacts_root: Path | None = None,
     predict_precision: bool = True,
+    layers: LayerRequest | None = None,
 ) -> Report:
-    """`predict_precision`: run the host fp16 prediction (a few seconds) where a job computes in fp16."""
+    """`predict_precision`: run the host fp16 prediction (a few seconds) where a job computes in fp16.
+    `layers`: also compute each job's per-layer error curve (one host run per job and the reference)."""
     comparison = compare(run, against)
     model = locate_model(run, model_path, artifacts_root)
     if model is not None and predict_precision:
@@ -174,5 +187,48 @@ def build_report(
     nodes: list[SourceNode] = source_nodes(model) if model is not None else []
     alignment = align(nodes, comparison.columns) if nodes else None
     preflight = _preflight(model, alignment, comparison.columns) if model and alignment else []
-    findings = sorted(find(comparison) + preflight_mismatch(preflight), key=lambda f: -f.weight)
-    return Report(comparison, findings, alignment, nodes, preflight)
+    findings = find(comparison) + preflight_mismatch(preflight)
+    report = Report(comparison, [], alignment, nodes, preflight)
+    if layers is not None:
+        if model is None:
+            report.layers = []
+            report.layers_missing = {"run": "the source model is not found: pass --model"}
+        else:
+            from farm.reports.layers import layer_curves
+
+            report.layers, report.layers_missing = layer_curves(
+                run,
+                comparison.ok_columns,
+                model,
+                host_devices=set(layers.host_devices),
+                artifacts_root=artifacts_root,
+                budget=layers.budget,
+                predict=layers.predict,
+            )
+            findings += drift_start(report.layers)
+    report.findings = sorted(findings, key=lambda f: -f.weight)
+    return report
+
+
+@dataclass(frozen=True)
+class LayerRequest:
+    """What `--layers` asks: which devices are this host (their jobs re-run here), and how many
+    layers one run may capture before the search bisects."""
+
+    host_devices: frozenset[str]
+    budget: int
+    #: targets without a job in the run to predict on the host beside the jobs (`coreml/ane`)
+    predict: tuple[str, ...] = ()
+
+
+def drift_start(curves: list[DivergenceCurve]) -> list[Finding]:
+    """One finding per job whose values leave tolerance inside the network."""
+    found = []
+    for curve in curves:
+        if curve.first is None:
+            continue
+        text = curve.finding() + (" (predicted on the host)" if curve.source == "predicted" else "")
+        found.append(
+            Finding("drift_start", 0.6, text, {"label": curve.label, **curve.to_dict()["first_divergent"]})
+        )
+    return found

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from farm.reports import html_layers
 from farm.reports import html_sections as sections
 from farm.reports.document import Report, build_report
 from farm.reports.html_sections import e
@@ -55,6 +56,10 @@ def render_report(report: Report) -> str:
         ("alignment", "Op-level alignment", sections.alignment(report)),
         ("preflight", "Pre-flight prediction vs the device", sections.preflight(report)),
     ]
+    if report.layers is not None:
+        parts.insert(
+            6, ("layers", "Where drift starts", html_layers.layers(report.layers, report.layers_missing))
+        )
     if model.get("source"):
         from farm.reports.html_routes import routes_section
 

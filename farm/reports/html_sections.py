@@ -7,6 +7,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from farm.analysis.reference_state import FAILED, PASSED, reference_state
 from farm.reports import svg
 from farm.reports.alignment import describe
 from farm.reports.compare import Column, backend_name, fusion_differences
@@ -136,15 +137,7 @@ def side_by_side(columns: list[Column]) -> str:
             [
                 (
                     "check",
-                    per(
-                        lambda c: (
-                            '<span class="pass">pass</span>'
-                            if (c.job.get("reference") or {}).get("passed")
-                            else '<span class="fail">FAIL</span>'
-                            if c.job.get("reference")
-                            else "-"
-                        )
-                    ),
+                    per(_check_cell),
                 ),
                 ("worst SNR dB", per(lambda c: _num(worst(c, "snr_db"), 1))),
                 (
@@ -337,12 +330,49 @@ def _predictions(predicted: dict[str, dict[str, float]]) -> str:
     )
 
 
+def _check_cell(c: Column) -> str:
+    state = reference_state(c.job)
+    css_class = {PASSED: "pass", FAILED: "fail"}.get(state.state, "muted")
+    title = f' title="{e(state.reason)}"' if state.reason else ""
+    return f'<span class="{css_class}"{title}>{e(state.label)}</span>'
+
+
+def _verdict_cell(o: dict[str, Any]) -> str:
+    if o.get("passed") is None:
+        return "-"
+    if o["passed"]:
+        return '<span class="pass">pass</span>'
+    return f'<span class="fail">FAIL</span> {e(o.get("reason") or "")}'
+
+
+def _exactness(o: dict[str, Any]) -> str:
+    """Integer, bool and string outputs: mismatches; float outputs: values outside allclose and
+    non-finite values on the device."""
+    if "mismatches" in o:
+        return f"{o['mismatches']} of {o.get('elements', '?')} differ"
+    bad = sum(int(v) for v in ((o.get("nonfinite") or {}).get("actual") or {}).values())
+    outside = o.get("outside")
+    text = "-" if outside is None else f"{outside} outside allclose"
+    return text + (f", {bad} non-finite" if bad else "")
+
+
+def _not_compared(report: Report) -> str:
+    lines = [
+        f"{e(c.label)}: {e(state.reason)}"
+        for c in report.columns
+        if c.ok and (state := reference_state(c.job)).state not in (PASSED, FAILED)
+    ]
+    if not lines:
+        return ""
+    return f'<p class="muted">Not compared with the reference: {"; ".join(lines)}.</p>'
+
+
 def numerics(report: Report) -> str:
     columns = report.columns
     ok = [c for c in columns if c.ok and c.outputs()]
     outputs = sorted({name for c in ok for name in c.outputs()})
     if not outputs:
-        return '<p class="muted">No job compared outputs against the reference.</p>'
+        return '<p class="muted">No job compared outputs against the reference.</p>' + _not_compared(report)
     rows = []
     for name in outputs:
         for c in ok:
@@ -361,20 +391,35 @@ def numerics(report: Report) -> str:
                     e(name),
                     e(c.label),
                     e(c.precision or "-"),
+                    e(o.get("kind") or "float"),
                     _num(o.get("snr_db"), 1),
                     "-" if o.get("max_abs") is None else f"{o['max_abs']:.2e}",
                     "-" if o.get("rmse") is None else f"{o['rmse']:.2e}",
                     _num(o.get("cosine"), 6),
+                    _exactness(o),
                     agreement,
+                    _verdict_cell(o),
                 ]
             )
     plot = svg.snr_plot(
         outputs, [(c.label, [c.outputs().get(n, {}).get("snr_db") for n in outputs]) for c in ok]
     )
     table = _table(
-        ["output", "job", "precision", "SNR dB", "max |err|", "rmse", "cosine", "top-k agreement"],
+        [
+            "output",
+            "job",
+            "precision",
+            "kind",
+            "SNR dB",
+            "max |err|",
+            "rmse",
+            "cosine",
+            "exactness",
+            "top-k agreement",
+            "verdict",
+        ],
         rows,
-        numeric={3, 4, 5, 6},
+        numeric={4, 5, 6, 7},
     )
     note = ""
     if not any(o.get("topk") for c in ok for o in c.outputs().values()):
@@ -382,7 +427,7 @@ def numerics(report: Report) -> str:
             '<p class="muted">Top-1/top-5 agreement needs the top-k indices in the job document; '
             "these jobs did not record them.</p>"
         )
-    return plot + table + _predictions(report.comparison.predicted_snr_db) + note
+    return plot + table + _predictions(report.comparison.predicted_snr_db) + note + _not_compared(report)
 
 
 def alignment(report: Report) -> str:

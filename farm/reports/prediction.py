@@ -8,9 +8,12 @@ coremltools (or the lowering) there is no prediction and the report says only wh
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 #: precisions the host can predict
 PREDICTABLE = ("fp16",)
@@ -24,6 +27,19 @@ def _shapes(run: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     }
 
 
+def run_inputs(
+    model_path: Path, run: dict[str, Any]
+) -> tuple[dict[str, np.ndarray], dict[str, tuple[int, ...]]]:
+    """The seeded inputs (and input shapes) the run fed its jobs, made again from its settings."""
+    from farm.inputs import resolve_shapes, seeded_inputs
+    from farm.model import inspect_model
+
+    info = inspect_model(model_path)
+    shapes = resolve_shapes(info, _shapes(run))
+    seed = int((run.get("settings") or {}).get("seed") or 0)
+    return seeded_inputs(info, shapes, seed), shapes
+
+
 def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> dict[str, float]:
     """Output name -> SNR (dB) of the host `precision` prediction against the fp32 reference;
     empty where it cannot be predicted here."""
@@ -32,21 +48,16 @@ def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> d
     try:
         from farm.analysis.numeric import diff_output
         from farm.compile.coreml.drift import predict_drift
-        from farm.inputs import resolve_shapes, seeded_inputs
-        from farm.model import inspect_model
         from farm.reference import reference_outputs
     except ImportError:
         return {}
     try:
-        info = inspect_model(model_path)
-        shapes = resolve_shapes(info, _shapes(run))
-        seed = int((run.get("settings") or {}).get("seed") or 0)
-        inputs = seeded_inputs(info, shapes, seed)
+        inputs, shapes = run_inputs(model_path, run)
         with tempfile.TemporaryDirectory(prefix="farm-prediction-") as cache:
             reference = reference_outputs(model_path, "prediction", inputs, Path(cache))
         predicted = predict_drift(model_path, inputs, precision, input_shapes=shapes)
     except Exception:  # a model the host executor cannot run: no prediction, not a failed report
         return {}
-    return {
-        name: diff_output(reference[name], predicted[name]).snr_db for name in reference if name in predicted
-    }
+    snrs = {n: diff_output(ref, predicted[n]).snr_db for n, ref in reference.items() if n in predicted}
+    # an output without an SNR (non-finite, all-zero reference, integer) has no prediction
+    return {name: snr for name, snr in snrs.items() if math.isfinite(snr)}

@@ -8,6 +8,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from farm.analysis.reference_state import FAILED, PASSED, reference_state
+from farm.reports.sustained_text import sustained_lines
+
 TOP_OPS = 8
 #: above this coefficient of variation the timed runs disagree enough to say so
 NOISY_CV = 0.1
@@ -23,7 +26,11 @@ def _worst_output(job: dict[str, Any]) -> dict[str, Any] | None:
     outputs = job.get("reference", {}).get("outputs", {})
     if not outputs:
         return None
-    worst: dict[str, Any] = min(outputs.values(), key=lambda o: -1e9 if o["snr_db"] is None else o["snr_db"])
+    # a failing output first, then the lowest SNR; outputs without an SNR (integer, string) last
+    worst: dict[str, Any] = min(
+        outputs.values(),
+        key=lambda o: (o.get("passed") is not False, 1e9 if o.get("snr_db") is None else o["snr_db"]),
+    )
     return worst
 
 
@@ -60,7 +67,8 @@ def summary_table(jobs: list[dict[str, Any]]) -> Table:
         lat = job["latency_ms"]
         worst = _worst_output(job)
         compile_ = job["compile"]
-        passed = job["reference"]["passed"]
+        reference = reference_state(job)
+        style = {PASSED: "green", FAILED: "bold red"}.get(reference.state, "yellow")
         table.add_row(
             job["device"],
             job["target"],
@@ -68,7 +76,7 @@ def summary_table(jobs: list[dict[str, Any]]) -> Table:
             _ms(lat["p50"]),
             _ms(lat["p90"]),
             _ms(lat["p99"]),
-            f"{lat['cv']:.3f}",
+            "-" if lat.get("cv") is None else f"{lat['cv']:.3f}",
             _ms(job["first_inference_ms"]),
             _ms(job["load_ms"]),
             "-" if job["peak_memory_mb"] is None else f"{job['peak_memory_mb']:.1f}",
@@ -76,9 +84,28 @@ def summary_table(jobs: list[dict[str, Any]]) -> Table:
             str(len(job["fallback_ops"])),
             "-" if worst is None or worst["snr_db"] is None else f"{worst['snr_db']:.1f}",
             "-" if worst is None or worst["max_abs"] is None else f"{worst['max_abs']:.2e}",
-            Text("pass" if passed else "FAIL", style="green" if passed else "bold red"),
+            Text(reference.label, style=style),
         )
     return table
+
+
+def reference_lines(job: dict[str, Any]) -> Text:
+    """Why a job's reference check failed, or why its outputs were not compared; and against what."""
+    reference = reference_state(job)
+    text = Text()
+    model = (job.get("reference") or {}).get("model") or {}
+    if reference.state == PASSED:
+        if model.get("source") == "--reference":
+            text.append(f"  reference: passed against {model.get('name')} (--reference)\n", style="dim")
+        return text
+    against = f" against {model.get('name')} (--reference)" if model.get("source") == "--reference" else ""
+    if reference.state == FAILED:
+        text.append(f"  reference check FAILED{against}:\n", style="bold red")
+        for line in (reference.reason or "").split("; "):
+            text.append(f"    {line}\n", style="red")
+    else:
+        text.append(f"  reference not compared: {reference.reason}\n", style="yellow")
+    return text
 
 
 def ops_table(job: dict[str, Any], top: int = TOP_OPS) -> Table:
@@ -131,6 +158,8 @@ def render_run(document: dict[str, Any]) -> Group:
     for job in document["jobs"]:
         if job["status"] == "ok":
             parts.append(compile_lines(job))
+            parts.append(reference_lines(job))
+            parts.append(sustained_lines(job))
             if job["ops"]:
                 parts.append(ops_table(job))
     return Group(*parts)

@@ -53,6 +53,16 @@ class TorchSource:
             },
         }
 
+    def reference_entry(self) -> dict[str, Any]:
+        """`reference.model` of a job: the checkpoint computed the reference, not ONNX Runtime."""
+        return {
+            "name": self.checkpoint.name,
+            "sha256": self.checkpoint.sha256,
+            "path": str(self.checkpoint.path),
+            "source": "submitted checkpoint",
+            "runtime": f"pytorch {self.checkpoint.torch_version} eager, fp32, host CPU",
+        }
+
 
 def _checkpoint_info(checkpoint: TorchCheckpoint) -> ModelInfo:
     """The checkpoint's inputs in the shape `farm.inputs` reads, to seed them like an ONNX model's."""

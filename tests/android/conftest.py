@@ -10,7 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.android.peer_fixtures import adb_key, adb_peer, android_settings  # noqa: F401
+from agents.android.native_build import NativeBuildError, RunnerBuild, build
+from tests.android.peer_fixtures import adb_key, adb_peer, android_settings, pixel8_peer  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -39,3 +40,16 @@ def small_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, di
     path.write_bytes(model.SerializeToString())
     inputs = {"x": rng.standard_normal((2, 8)).astype(np.float32)}
     return path, hashlib.sha256(path.read_bytes()).hexdigest(), inputs
+
+
+@pytest.fixture(scope="session")
+def native_runner() -> RunnerBuild:
+    """The native runner built for this host (cached in build/native: seconds when unchanged).
+
+    Its downloads come from `python -m agents.android.native_build fetch`, which scripts/test runs
+    before the tests cut the network; without them this fails rather than skips.
+    """
+    try:
+        return build("linux-x86_64")
+    except NativeBuildError as exc:
+        pytest.fail(f"the native runner could not be built: {exc} ({exc.hint})")

@@ -5,7 +5,8 @@
 `adb_peer` yields a `PeerHandle` (host, port, address, key_path, sandbox, peer) for a Linux
 board whose `getprop` says `ro.product.model=Linux ADB Board` (the `linux-adb` profile), whose
 `python3` is this interpreter (so the farm runner finds onnxruntime), and which accepts only
-the test key. `android_settings` points an `AgentSettings` at it.
+the test key. `android_settings` points an `AgentSettings` at it. `pixel8_peer` is the same peer
+answering getprop as a Pixel 8 (the `pixel8` profile: the native runner).
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ LINUX_BOARD = {
     "ro.product.name": "linux_adb",
     "ro.product.device": "linux_adb",
     "ro.board.platform": "linux",
+    "ro.build.version.sdk": "34",
+    "ro.build.version.release": "14",
+    "ro.product.cpu.abi": "x86_64",
+}
+#: what a Pixel 8 answers to getprop (recorded keys), except `ro.product.cpu.abi`: the peer runs
+#: the host's x86-64 programs in its sandbox, as a Cuttlefish/emulator Pixel image would, so the
+#: agent pushes the x86-64 build of the native runner (an arm64-v8a phone gets the NDK build)
+PIXEL8 = {
+    "ro.product.model": "Pixel 8",
+    "ro.product.manufacturer": "Google",
+    "ro.product.name": "shiba",
+    "ro.product.device": "shiba",
+    "ro.board.platform": "zuma",
+    "ro.soc.manufacturer": "Google",
+    "ro.soc.model": "Tensor G3",
+    "ro.hardware": "shiba",
     "ro.build.version.sdk": "34",
     "ro.build.version.release": "14",
     "ro.product.cpu.abi": "x86_64",
@@ -79,6 +96,15 @@ def adb_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def adb_peer(tmp_path: Path, adb_key: Path) -> Iterator[PeerHandle]:
     peer = start_peer(tmp_path / "device", adb_key)
+    try:
+        yield PeerHandle(peer.host, peer.port, adb_key, peer.sandbox.root, peer)
+    finally:
+        peer.stop()
+
+
+@pytest.fixture
+def pixel8_peer(tmp_path: Path, adb_key: Path) -> Iterator[PeerHandle]:
+    peer = start_peer(tmp_path / "pixel8", adb_key, PIXEL8)
     try:
         yield PeerHandle(peer.host, peer.port, adb_key, peer.sandbox.root, peer)
     finally:

@@ -113,7 +113,10 @@ def test_failing_reference_and_accelerator_fallbacks(store_path: Path, real_run:
     job = real_run.job
     cpu_ops = job["ops"][:3]
     failing = _variant(
-        job, target="ort/nnapi", fallback_ops=cpu_ops, reference={**job["reference"], "passed": False}
+        job,
+        target="ort/nnapi",
+        fallback_ops=cpu_ops,
+        reference={**job["reference"], "passed": False, "status": "failed"},
     )
     with ResultsStore(store_path) as store:
         store.add_job(job["run_id"], failing)
@@ -204,7 +207,19 @@ def test_conventions_help_units_and_bounded_labels(store_path: Path, real_run: R
         "farm_queue_jobs",
         "farm_last_nightly_timestamp_seconds",
     }
-    allowed = {"model", "device", "target", "quantile", "backend", "unit", "sensor", "status", "suite", "le"}
+    allowed = {
+        "model",
+        "device",
+        "target",
+        "quantile",
+        "backend",
+        "unit",
+        "sensor",
+        "status",
+        "suite",
+        "le",
+        "state",
+    }
     documented = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     for family in families:
         assert family.documentation, f"{family.name} has no HELP"

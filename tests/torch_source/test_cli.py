@@ -59,6 +59,8 @@ def test_submit_a_checkpoint_and_report_both_routes(tmp_path: Path) -> None:
     jsonschema.validate(run, SCHEMA)
     (job,) = run["jobs"]
     assert job["status"] == "ok" and job["reference"]["passed"] is True  # ORT vs eager, not vs itself
+    assert job["reference"]["model"]["source"] == "submitted checkpoint"
+    assert job["reference"]["model"]["sha256"] == run["model"]["source"]["sha256"]
     source = run["model"]["source"]
     assert source["reference"].startswith("pytorch eager")
     assert source["export_check"]["outputs"]["output"]["snr_db"] > 100

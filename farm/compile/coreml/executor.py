@@ -32,8 +32,11 @@ class _Held:
         self.val = val
 
 
-def run_program(program: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs of the program's `main` function by MIL output name; `feeds` by MIL input name."""
+def run_program(
+    program: Any, feeds: dict[str, np.ndarray], trace: dict[str, np.ndarray] | None = None
+) -> dict[str, np.ndarray]:
+    """Outputs of the program's `main` function by MIL output name; `feeds` by MIL input name.
+    `trace`, where given, receives every op's outputs by MIL var name (for per-layer drift)."""
     from coremltools.converters.mil.mil import types
 
     function = program.functions["main"]
@@ -51,6 +54,8 @@ def run_program(program: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndar
             raise ExecutorError(f"{op.op_type} ({op.name}): {exc}") from exc
         for var, value in zip(op.outputs, results, strict=True):
             env[id(var)] = np.asarray(value).astype(types.nptype_from_builtin(var.dtype), copy=False)
+            if trace is not None:
+                trace[var.name] = env[id(var)]
     return {var.name: env[id(var)] for var in function.outputs}
 
 

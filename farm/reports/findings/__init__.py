@@ -10,13 +10,19 @@ from farm.reports.findings.base import Finding, Rule
 from farm.reports.findings.compile import fusion_only_on, node_count_gap
 from farm.reports.findings.jobs import job_failed
 from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
-from farm.reports.findings.numerics import reduced_precision, reference_failed, topk_disagreement
+from farm.reports.findings.numerics import (
+    reduced_precision,
+    reference_failed,
+    reference_not_compared,
+    topk_disagreement,
+)
 from farm.reports.findings.placement import cpu_fallbacks, many_partitions
 from farm.reports.findings.routes import route_divergence
 
 RULES: tuple[Rule, ...] = (
     job_failed,
     reference_failed,
+    reference_not_compared,
     topk_disagreement,
     cpu_fallbacks,
     many_partitions,

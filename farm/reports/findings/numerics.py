@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from farm.analysis.reference_state import FAILED, NOT_COMPARED, reference_state
 from farm.reports.compare import Column, Comparison
 from farm.reports.findings.base import Finding
 
@@ -22,13 +23,14 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
     findings = []
     for column in comparison.ok_columns:
         reference = column.job.get("reference") or {}
-        if reference.get("passed", True):
+        state = reference_state(column.job)
+        if state.state != FAILED:
             continue
         worst = _worst_snr(column)
         missing = reference.get("missing_outputs") or []
-        detail = f"worst output {worst[0]} at {worst[1]:.1f} dB SNR" if worst else "no comparable output"
-        if missing:
-            detail += f"; missing {', '.join(missing)}"
+        detail = state.reason or "outside the tolerance"
+        if worst and "worst output" not in detail:
+            detail += f" (worst output {worst[0]} at {worst[1]:.1f} dB SNR)"
         findings.append(
             Finding(
                 "reference_failed",
@@ -42,6 +44,24 @@ def reference_failed(comparison: Comparison) -> list[Finding]:
                 },
             )
         )
+    return findings
+
+
+def reference_not_compared(comparison: Comparison) -> list[Finding]:
+    """A job whose reference check could not compare outputs (its runner returned none): its
+    numerics are unknown, not good. A recording without a reference section says nothing."""
+    findings = []
+    for column in comparison.ok_columns:
+        state = reference_state(column.job)
+        if state.state == NOT_COMPARED and isinstance(column.job.get("reference"), dict):
+            findings.append(
+                Finding(
+                    "reference_not_compared",
+                    0.3,
+                    f"outputs of {column.label} were not compared with the reference: {state.reason}",
+                    {"column": column.label, "reason": state.reason},
+                )
+            )
     return findings
 
 

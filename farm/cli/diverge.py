@@ -1,0 +1,85 @@
+"""`farm diverge RUN`: where in the network each job's numbers leave the host reference."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from farm.analysis.divergence import DEFAULT_LAYER_BUDGET
+from farm.cli.context import CliState, handles_errors
+from farm.cli.layers import layer_request, print_layers
+from farm.cli.output import json_default
+
+
+@click.command("diverge")
+@click.argument("run_id")
+@click.option(
+    "--model",
+    "model_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The source model, where it is no longer at the path the run recorded.",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=2),
+    default=DEFAULT_LAYER_BUDGET,
+    show_default=True,
+    help="Layers captured in one run; past it the search samples them and bisects (log2 more runs).",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the HTML report, with the error-growth plot, here.",
+)
+@click.option(
+    "--predict",
+    "predict",
+    metavar="TARGETS",
+    help="Also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the curves as one JSON document on stdout.")
+@click.pass_obj
+@handles_errors
+def diverge(
+    state: CliState,
+    run_id: str,
+    model_path: Path | None,
+    budget: int,
+    predict: str | None,
+    html_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Per-layer error against the host reference for each job of RUN, and the first layer out of
+    tolerance: measured for host jobs, predicted for CoreML and fp16 phone jobs."""
+    from farm.cli.runs import load_run, open_store
+    from farm.reports.document import build_report
+
+    with open_store(state) as store:
+        run = load_run(store, run_id)
+    built = build_report(
+        run,
+        model_path=model_path,
+        artifacts_root=state.home.artifacts,
+        predict_precision=False,
+        layers=layer_request(state, budget, predict),
+    )
+    if html_path is not None:
+        from farm.reports.html import render_report
+
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+        html_path.write_text(render_report(built), encoding="utf-8")
+    layers = built.to_dict()["layers"]
+    if as_json:
+        sys.stdout.write(json.dumps({"run_id": run["run_id"], **layers}, default=json_default) + "\n")
+        return
+    from farm.reports.terminal import stdout_console
+
+    console = stdout_console()
+    console.print(f"[bold]run {run['run_id']}[/bold]: where each job leaves the reference")
+    print_layers(console, built.layers or [], built.layers_missing)
+    if html_path is not None:
+        console.print(f"HTML report: {html_path}")

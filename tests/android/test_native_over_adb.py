@@ -1,0 +1,142 @@
+"""`farm submit --devices pixel8`: the native runner on a unit that answers getprop as a Pixel 8.
+
+The CLI, the embedded Ray and its DeviceActor, the AndroidAgent with the real adb-shell client,
+the ADB peer on loopback, and the farm's C++ runner (the x86-64 build, against the wheel's
+libonnxruntime) pushed into the peer's sandbox and run there: the job comes back like a host-cpu
+job, with samples, outputs checked against the host reference, per-op providers and versions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from agents.android.native_build import RunnerBuild
+from agents.android.native_runner import RUNNER_BINARY
+from agents.base import AgentSettings, RunRequest
+from farm.cli.main import cli
+from farm.errors import DeviceError, DeviceLostError
+from farm.profiles import load_profiles
+from farm.targets import Target
+from tests.android.adb_peer import Fault
+from tests.android.peer_fixtures import PIXEL8, PeerHandle, one_unit, start_peer
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
+CACHE = "data/local/tmp/farm/cache"
+
+
+def _profiles_without_cooldown(tmp_path: Path) -> Path:
+    """The shipped profiles, pixel8's 30 s pause between two jobs on one unit set to none."""
+    directory = tmp_path / "profiles"
+    shutil.copytree(REPO / "device_profiles", directory)
+    pixel8 = directory / "pixel8.yaml"
+    pixel8.write_text(pixel8.read_text().replace("cooldown_s: 30", "cooldown_s: 0"))
+    return directory
+
+
+def _submit(tmp_path: Path, key: Path, *addresses: str, devices: str = "pixel8") -> Any:
+    model = tmp_path / "tinynet.onnx"
+    shutil.copy(REPO / "examples/tinynet.onnx", model)
+    args = ["--home", str(tmp_path / "home"), "--profiles-dir", str(_profiles_without_cooldown(tmp_path))]
+    args += ["submit", str(model), "--devices", devices]
+    for address in addresses:
+        args += ["--adb", address]
+    args += ["--targets", "ort/cpu", "--runs", "10", "--warmup", "2", "--json"]
+    return CliRunner().invoke(cli, args, env={"FARM_ADB_KEY": str(key)}, catch_exceptions=False)
+
+
+def test_submit_runs_the_native_runner_on_a_pixel8(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
+) -> None:
+    result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address)
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, SCHEMA)
+    (job,) = document["jobs"]
+    assert (job["device"], job["target"], job["status"]) == ("pixel8", "ort/cpu", "ok")
+    assert len(job["latency_ms"]["samples"]) == 10 and all(s > 0 for s in job["latency_ms"]["samples"])
+    assert job["runner"].startswith("farm_native_runner 0.1.0 (Release), onnxruntime ")
+    assert job["reference"]["passed"] is True
+    assert job["ops"] and {op["provider"] for op in job["ops"]} == {"CPUExecutionProvider"}
+    # pushed into the hash-addressed cache, complete and executable, its library beside it
+    cache = pixel8_peer.sandbox / CACHE
+    (binary,) = cache.glob(f"*/{RUNNER_BINARY}")
+    assert (binary.parent / "complete").exists() and binary.stat().st_mode & 0o755 == 0o755
+    assert list(cache.glob(f"*/{native_runner.library.name}"))
+
+
+def _request(model: tuple[Path, str, dict[str, np.ndarray]]) -> RunRequest:
+    path, sha, inputs = model
+    return RunRequest(path, sha, Target.parse("ort/cpu"), inputs, warmup=1, runs=3, timeout_s=60)
+
+
+def _settings(peer: PeerHandle) -> AgentSettings:
+    return AgentSettings(
+        profiles=load_profiles(),
+        adb_tcp_addresses=(peer.address,),
+        adb_key_path=peer.key_path,
+        io_timeout_s=5,
+    )
+
+
+def test_a_push_of_the_runner_cut_midway_leaves_no_entry_and_the_retry_runs(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, small_model: tuple[Path, str, dict[str, np.ndarray]]
+) -> None:
+    pixel8_peer.peer.inject(Fault("drop", "push", match=RUNNER_BINARY, after_bytes=4096))
+    with one_unit(_settings(pixel8_peer)) as (agent, unit):
+        with pytest.raises(DeviceLostError):
+            agent.prepare(unit, _request(small_model))
+        assert not list((pixel8_peer.sandbox / CACHE).glob(f"*/{RUNNER_BINARY}"))
+        run = agent.run(unit, _request(small_model))
+    assert run.outputs["y"].shape == (2, 4) and len(run.samples_ms) == 3
+
+
+def test_a_link_cut_while_the_runner_runs_is_a_lost_device_and_writes_nothing_half(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, small_model: tuple[Path, str, dict[str, np.ndarray]]
+) -> None:
+    with one_unit(_settings(pixel8_peer)) as (agent, unit):
+        agent.prepare(unit, _request(small_model))
+        fault = pixel8_peer.peer.inject(Fault("drop", "shell", match=RUNNER_BINARY, delay_s=0.05))
+        with pytest.raises(DeviceLostError):
+            agent.run(unit, _request(small_model))
+    assert fault.fired.is_set()
+    # result.json is written through a rename: a job dir never holds a partial one
+    assert not list((pixel8_peer.sandbox / "data/local/tmp/farm/jobs").glob("*/result.json.part"))
+
+
+def test_submit_retries_a_job_whose_phone_drops_mid_push_on_another_phone(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, adb_key: Path, tmp_path: Path
+) -> None:
+    second = start_peer(tmp_path / "second-phone", adb_key, PIXEL8)
+    try:
+        pixel8_peer.peer.inject(Fault("drop", "push", match=RUNNER_BINARY, after_bytes=4096))
+        addresses = (pixel8_peer.address, f"{second.host}:{second.port}")
+        result = _submit(tmp_path, adb_key, *addresses, devices="pixel8,pixel8")
+    finally:
+        second.stop()
+    assert result.exit_code == 0, result.stderr
+    jobs = json.loads(result.stdout)["jobs"]
+    assert len(jobs) == 2 and all(j["status"] == "ok" and j["reference"]["passed"] for j in jobs)
+    (retried,) = [j for j in jobs if len(j["attempts"]) > 1]
+    first = retried["attempts"][0]
+    assert first["unit"].endswith(pixel8_peer.address) and "lost" in (first["error"] or "").lower()
+    assert not retried["unit"].endswith(pixel8_peer.address)
+
+
+def test_a_provider_the_runner_lacks_fails_the_job_with_the_runners_reason(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, small_model: tuple[Path, str, dict[str, np.ndarray]]
+) -> None:
+    path, sha, inputs = small_model
+    request = RunRequest(path, sha, Target.parse("ort/xnnpack"), inputs, warmup=1, runs=3, timeout_s=60)
+    with one_unit(_settings(pixel8_peer)) as (agent, unit), pytest.raises(DeviceError) as failed:
+        agent.run(unit, request)
+    assert "the native runner failed at load: appending XNNPACK" in str(failed.value)
+    assert "not supported in this build" in str(failed.value)
