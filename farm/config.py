@@ -42,6 +42,11 @@ class FarmHome:
     def traces(self) -> Path:
         return self.root / "traces"
 
+    @property
+    def torch(self) -> Path:
+        """PyTorch checkpoints' ONNX exports and eager references, by checkpoint hash."""
+        return self.root / "torch"
+
     def ensure(self) -> FarmHome:
         for path in (self.root, self.artifacts, self.references, self.traces):
             path.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ class DeviceProfile:
     source: Path | None = None
 
     def supports(self, target: Target) -> bool:
-        return target in self.targets
+        return target.on_device in self.targets
 
 
 def _field(data: dict[str, Any], key: str, kind: type, path: Path, required: bool = True) -> Any:

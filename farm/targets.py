@@ -1,4 +1,9 @@
-"""Targets: a runtime and a backend, written `runtime/backend` (e.g. `ort/nnapi`)."""
+"""Targets: a runtime and a backend, written `runtime/backend` (e.g. `ort/nnapi`).
+
+A CoreML target may also name the converter that builds it: `coreml/ane` is the farm's own
+ONNX -> MIL lowering, `coreml-torch/ane` is coremltools' PyTorch frontend on a PyTorch
+checkpoint (docs/pytorch.md). Both run on the same devices with the same compute units.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +28,13 @@ COREML_COMPUTE_UNITS: dict[str, str] = {
     "cpu": "CPU_ONLY",
 }
 
+#: route -> what builds the artifact; a target without a route is built from ONNX
+ROUTES: dict[str, str] = {"torch": "coremltools' PyTorch frontend on the checkpoint"}
+
 KNOWN_TARGETS: tuple[str, ...] = tuple(
-    [f"ort/{b}" for b in ORT_PROVIDERS] + [f"coreml/{b}" for b in COREML_COMPUTE_UNITS]
+    [f"ort/{b}" for b in ORT_PROVIDERS]
+    + [f"coreml/{b}" for b in COREML_COMPUTE_UNITS]
+    + [f"coreml-torch/{b}" for b in COREML_COMPUTE_UNITS]
 )
 
 
@@ -32,6 +42,8 @@ KNOWN_TARGETS: tuple[str, ...] = tuple(
 class Target:
     runtime: str
     backend: str
+    #: "" for the ONNX route; "torch" where coremltools converts the PyTorch checkpoint itself
+    route: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Target:
@@ -39,11 +51,21 @@ class Target:
         if name not in KNOWN_TARGETS:
             raise UsageError(f"unknown target {text!r}; known targets: {', '.join(KNOWN_TARGETS)}")
         runtime, backend = name.split("/", 1)
-        return cls(runtime, backend)
+        runtime, _, route = runtime.partition("-")
+        return cls(runtime, backend, route)
 
     @property
     def name(self) -> str:
-        return f"{self.runtime}/{self.backend}"
+        prefix = f"{self.runtime}-{self.route}" if self.route else self.runtime
+        return f"{prefix}/{self.backend}"
+
+    @property
+    def on_device(self) -> Target:
+        """The target as a device profile lists it: the route changes the artifact, not where it runs."""
+        return Target(self.runtime, self.backend)
+
+    def with_route(self, route: str) -> Target:
+        return Target(self.runtime, self.backend, route)
 
     @property
     def is_accelerator(self) -> bool:
@@ -65,3 +87,14 @@ def parse_targets(text: str | None) -> list[Target] | None:
     if not text:
         return None
     return [Target.parse(part) for part in text.split(",") if part.strip()]
+
+
+def with_torch_routes(targets: list[Target]) -> list[Target]:
+    """Each ONNX-route CoreML target followed by its `coreml-torch` twin (from a PyTorch source)."""
+    out: list[Target] = []
+    for target in targets:
+        out.append(target)
+        twin = target.with_route("torch")
+        if target.runtime == "coreml" and not target.route and twin not in targets:
+            out.append(twin)
+    return out

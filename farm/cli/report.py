@@ -101,6 +101,15 @@ def report(
     console = stdout_console()
     console.print(f"[bold]run {run['run_id']}[/bold]" + (f" against {against['run_id']}" if against else ""))
     console.print(side_by_side_table(built.columns))
+    source = (run.get("model") or {}).get("source")
+    if source:
+        from farm.reports.routes import print_source, routes_table
+
+        print_source(console, source)
+        if "error" in (source.get("routes") or {}):
+            console.print(f"  CoreML routes not compared: {source['routes']['error']}")
+        else:
+            console.print(routes_table(source.get("routes") or {}, source.get("export_check")))
     if not built.findings:
         console.print("no differences worth naming")
     for index, finding in enumerate(built.findings, start=1):

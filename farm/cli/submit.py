@@ -81,7 +81,13 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     "--warmup", type=int, default=DEFAULT_WARMUP_RUNS, show_default=True, help="Untimed warm-up runs."
 )
 @click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
-@click.option("--inputs", "inputs_npz", type=click.Path(path_type=Path), help=".npz of input arrays by name.")
+@click.option(
+    "--inputs",
+    "--example-inputs",
+    "inputs_npz",
+    type=click.Path(path_type=Path),
+    help=".npz of input arrays by name (a TorchScript .pt needs it, or --shape).",
+)
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of generated inputs.")
 @click.option("--threads", type=int, help="ONNX Runtime intra-op threads on host devices.")
 @click.option(
@@ -156,7 +162,7 @@ def submit(
     sustained_window_s: float,
     as_json: bool,
 ) -> None:
-    """Compile MODEL per target, run it on the devices, and report."""
+    """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
     from farm.controller.cluster import ClusterConfig
     from farm.controller.pipeline import SubmitRequest
     from farm.controller.pipeline import submit as run_submit

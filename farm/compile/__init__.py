@@ -1,14 +1,21 @@
-"""Compile one model for one target. ONNX Runtime here; CoreML in `farm.compile.coreml`."""
+"""Compile one model for one target. ONNX Runtime here; CoreML in `farm.compile.coreml`.
+
+`coreml-torch/*` targets compile the PyTorch checkpoint itself (`source`), not its ONNX export.
+"""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from farm.artifacts import ArtifactStore
 from farm.compile.report import CompiledArtifact
 from farm.errors import UsageError
 from farm.targets import Target
+
+if TYPE_CHECKING:
+    from farm.torch_source.checkpoint import TorchCheckpoint
 
 
 def compile_for_target(
@@ -18,7 +25,10 @@ def compile_for_target(
     *,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     coreml_precision: str = "fp16",
+    source: TorchCheckpoint | None = None,
 ) -> CompiledArtifact:
+    if target.route == "torch":
+        return _compile_torch_route(target, store, source, input_shapes or {}, coreml_precision)
     if target.runtime == "ort":
         from farm.compile.ort import compile_ort
 
@@ -37,3 +47,25 @@ def compile_for_target(
             sha, path = store.put(built.path, built.path.name)
         return CompiledArtifact(target=target, path=path, sha256=sha, report=built.report)
     raise UsageError(f"no compiler for runtime {target.runtime!r}")
+
+
+def _compile_torch_route(
+    target: Target,
+    store: ArtifactStore,
+    source: TorchCheckpoint | None,
+    input_shapes: dict[str, tuple[int, ...]],
+    precision: str,
+) -> CompiledArtifact:
+    if source is None:
+        raise UsageError(
+            f"{target} converts a PyTorch checkpoint with coremltools' own frontend; the model is not one",
+            hint="pass the .pt2/.pt checkpoint, or use the ONNX route's coreml/* targets",
+        )
+    try:
+        from farm.compile.coreml.torch_route import compile_coreml_torch
+    except ImportError as exc:
+        raise UsageError(f"{target} needs coremltools ({exc})", hint="pip install 'farm[coreml]'") from None
+    with tempfile.TemporaryDirectory(prefix="farm-coreml-torch-") as tmp:
+        built = compile_coreml_torch(source, target, Path(tmp), input_shapes, precision=precision)
+        sha, path = store.put(built.path, built.path.name)
+    return CompiledArtifact(target=target, path=path, sha256=sha, report=built.report)

@@ -7,12 +7,14 @@ failure carrying its error.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,6 +39,10 @@ from farm.profiles import DeviceProfile
 from farm.reference import check_reference_model, reference_model_entry, reference_outputs
 from farm.store import ResultsStore, new_run_id
 from farm.targets import Target
+from farm.torch_source.checkpoint import is_torch_checkpoint
+
+if TYPE_CHECKING:
+    from farm.torch_source.ingest import TorchSource
 
 
 class Progress(Protocol):
@@ -79,6 +85,8 @@ class SubmitRequest:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: how long a job waits while no unit of its profile is up
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
+    #: where a PyTorch checkpoint's ONNX exports and eager references are cached (FarmHome.torch)
+    torch_cache: Path | None = None
     #: a sustained phase after the timed runs (0: none), cut into windows of this length
     sustained_s: float = 0.0
     sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
@@ -95,10 +103,26 @@ class Prepared:
     inputs: dict[str, np.ndarray]
     #: the model whose host outputs are the reference: `info` unless --reference names another
     reference_info: ModelInfo | None = None
+    #: the checkpoint, its ONNX export and eager reference, where the source is PyTorch
+    torch: TorchSource | None = None
 
     @property
     def reference_source(self) -> ModelInfo:
         return self.reference_info or self.info
+
+
+def _ingest_torch(request: SubmitRequest) -> TorchSource:
+    from farm.torch_source.ingest import ingest_torch
+
+    cache = request.torch_cache or Path(tempfile.gettempdir()) / "farm-torch"
+    return ingest_torch(
+        request.model_path,
+        shapes=request.shapes,
+        example_inputs=request.inputs_npz,
+        seed=request.seed,
+        export_dir=cache / "exports",
+        reference_dir=cache / "references",
+    )
 
 
 def prepare(
@@ -113,6 +137,14 @@ def prepare(
         raise UsageError("--attempts must be at least 1")
     selectors = parse_devices(request.devices, profiles, attached)
     check_targets(selectors, profiles, request.targets)
+    plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
+    if is_torch_checkpoint(request.model_path):
+        if request.reference_model is not None:
+            raise UsageError(
+                "--reference takes an ONNX model; a PyTorch checkpoint is its own reference (eager fp32)"
+            )
+        source = _ingest_torch(request)
+        return Prepared(source.info, selectors, plan, source.shapes, source.inputs, torch=source)
     info = inspect_model(request.model_path)
     shapes = resolve_shapes(info, request.shapes)
     inputs = seeded_inputs(info, shapes, request.seed)
@@ -122,7 +154,6 @@ def prepare(
     if request.reference_model is not None:
         reference_info = inspect_model(request.reference_model)
         check_reference_model(info, reference_info)
-    plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
     return Prepared(info, selectors, plan, shapes, inputs, reference_info)
 
 
@@ -142,6 +173,7 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
                 for n, s in prepared.shapes.items()
             ],
             "outputs": [{"name": o.name, "dtype": o.dtype} for o in info.outputs],
+            **({"source": prepared.torch.document()} if prepared.torch is not None else {}),
         },
         "settings": {
             "runs": request.runs,
@@ -187,6 +219,7 @@ def _compile_all(
                 store,
                 input_shapes=prepared.shapes,
                 coreml_precision=request.coreml_precision,
+                source=prepared.torch.checkpoint if prepared.torch is not None else None,
             )
         except FarmError as exc:
             compiled[target] = exc
@@ -218,11 +251,16 @@ def plan_model(
     expected_s: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> PlannedModel:
     compiled = _compile_all(request, prepared, home, progress)
-    source = prepared.reference_source
-    progress.stage(f"computing the host reference of {prepared.info.name} with {source.path.name}")
-    computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
-    # a --reference model may give more outputs than the model: only the model's are compared
-    reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
+    if prepared.torch is not None:
+        # the checkpoint itself is the reference: the ONNX export's own error then shows in every job
+        progress.stage(f"computing the host reference of {prepared.info.name} with PyTorch eager")
+        reference = prepared.torch.eager
+    else:
+        source = prepared.reference_source
+        progress.stage(f"computing the host reference of {prepared.info.name} with {source.path.name}")
+        computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
+        # a --reference model may give more outputs than the model: only the model's are compared
+        reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
     planned = PlannedModel(request, prepared, reference)
     shipped: dict[str, Any] = {}
     for selector, target in prepared.plan:
@@ -297,7 +335,11 @@ def _event_document(
         run=event.run,
         reference=planned.reference,
         tolerance=job_tolerance(planned.request, artifact),
-        reference_model=reference_model_entry(prepared.reference_source, prepared.reference_info is not None),
+        reference_model=(
+            prepared.torch.reference_entry()
+            if prepared.torch is not None
+            else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
+        ),
     )
 
 
@@ -364,6 +406,8 @@ def submit(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     progress = progress or SilentProgress()
+    if request.torch_cache is None:
+        request = dataclasses.replace(request, torch_cache=home.torch)
     checked, platforms = check_requests([request], profiles, settings)
     progress.stage("finding devices")
     with fleet_client(cluster, settings, profiles, platforms) as client:
@@ -372,7 +416,25 @@ def submit(
         run_id = new_run_id()
         document = run_document(run_id, request, prepared)
         planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
+        if prepared.torch is not None:
+            progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
+            document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
         with ResultsStore(home.store_path) as store, recorded_run(store, run_id, "submit", document) as rec:
             run_planned([planned], client, rec, progress)
     document.update(status=rec.status, jobs=rec.jobs)
     return document
+
+
+def _source_study(source: TorchSource, home: FarmHome, precision: str) -> dict[str, Any]:
+    """The ONNX export against eager (measured) and both CoreML routes (predicted), for the report."""
+    from farm.torch_source.routes import export_check, route_study
+
+    onnx_outputs = reference_outputs(source.info.path, source.info.sha256, source.inputs, home.references)
+    study: dict[str, Any] = {"export_check": export_check(source, onnx_outputs)}
+    try:
+        study["routes"] = route_study(source, precision)
+    except FarmError as exc:  # the ONNX route cannot lower the export
+        study["routes"] = {"error": exc.message}
+    except ImportError as exc:  # no coremltools: the ORT targets run all the same
+        study["routes"] = {"error": f"CoreML routes need coremltools ({exc}); pip install 'farm[coreml]'"}
+    return study

@@ -64,6 +64,10 @@ def render_report(report: Report) -> str:
             after_numerics,
             ("layers", "Where drift starts", html_layers.layers(report.layers, report.layers_missing)),
         )
+    if model.get("source"):
+        from farm.reports.html_routes import routes_section
+
+        parts.insert(2, ("routes", "One checkpoint, two CoreML routes", routes_section(model["source"])))
     nav = "".join(f'<a href="#{anchor}">{e(name)}</a>' for anchor, name, _ in parts)
     body = "".join(
         f'<section id="{anchor}"><h2>{e(name)}</h2>{html}</section>' for anchor, name, html in parts

@@ -100,6 +100,11 @@ def _value_inference(op: Any, env: dict[int, np.ndarray]) -> list[Any]:
             if var.val is None:
                 held.append((var, var._sym_val))
                 var._sym_val = _Held(_lookup(var, env))
+            elif isinstance(var.val, np.bool_):
+                # a program loaded from a saved package holds numpy bools, which numpy's own
+                # `keepdims=` refuses: value_inference is written for the Python bool a builder makes
+                held.append((var, var._sym_val))
+                var._sym_val = _Held(bool(var.val))
         result = op.value_inference()
     finally:
         for var, previous in held:

@@ -17,6 +17,7 @@ from farm.reports.findings.numerics import (
     topk_disagreement,
 )
 from farm.reports.findings.placement import cpu_fallbacks, many_partitions
+from farm.reports.findings.routes import route_divergence
 
 RULES: tuple[Rule, ...] = (
     job_failed,
@@ -31,6 +32,7 @@ RULES: tuple[Rule, ...] = (
     fusion_only_on,
     node_count_gap,
     unstable_latency,
+    route_divergence,
 )
 
 

@@ -1,0 +1,104 @@
+"""A PyTorch source's routes in a terminal: the ONNX export and both CoreML routes, against eager.
+
+Rows say how each figure was obtained: the export on ONNX Runtime is measured on the host, the
+CoreML routes' numbers are predicted by the host MIL executor, not measured on a device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from farm.compile.coreml.routes import ROUTE_LABELS
+
+
+def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:
+    values = [float(o[key]) for o in (outputs or {}).values() if o.get(key) is not None]
+    return "-" if not values else f"{pick(values):.3g}"
+
+
+def print_source(console: Console, source: dict[str, Any]) -> None:
+    export = source.get("onnx_export") or {}
+    console.print(
+        f"[bold]PyTorch source[/bold] {source.get('path')} ({source.get('format')}, sha256 "
+        f"{str(source.get('sha256'))[:12]}, torch {source.get('torch_version')}); "
+        f"ONNX by the {export.get('exporter')} exporter, opset {export.get('opset')}"
+    )
+    for reason in export.get("fallbacks") or []:
+        console.print(f"  [dim]not used: {reason}[/dim]")
+
+
+def _route_row(name: str, summary: dict[str, Any], predicted: dict[str, Any] | None) -> list[str]:
+    if "error" in summary:
+        return [name, "refused", "-", "-", "-", "-", "-", "-", "-", summary["error"][:60]]
+    outputs = (predicted or {}).get("outputs")
+    top = sorted(summary["op_types"].items(), key=lambda kv: -kv[1])[:4]
+    return [
+        name,
+        str(summary.get("frontend")),
+        str(summary["mil_ops"]),
+        str(summary["casts"]),
+        str(summary["precision"]),
+        "/".join(summary.get("output_dtypes") or []) or "-",
+        f"{summary['package_bytes'] / 1024:.1f}",
+        _worst(outputs, "snr_db", min) + (" (predicted)" if outputs else ""),
+        _worst(outputs, "max_abs", max),
+        ", ".join(f"{op} {n}" for op, n in top),
+    ]
+
+
+def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = None) -> Table:
+    table = Table(
+        title="One checkpoint, two CoreML routes (against PyTorch eager fp32)", title_justify="left"
+    )
+    for column in (
+        "route",
+        "frontend",
+        "MIL ops",
+        "casts",
+        "precision",
+        "KiB",
+        "worst SNR dB",
+        "max |err|",
+        "top ops",
+    ):
+        table.add_column(column, justify="left" if column in ("route", "frontend", "top ops") else "right")
+    if export_check is not None:
+        outputs = export_check.get("outputs")
+        table.add_row(
+            "ONNX export on ORT CPU",
+            "onnx",
+            "-",
+            "-",
+            "fp32",
+            "-",
+            _worst(outputs, "snr_db", min) + " (measured)",
+            _worst(outputs, "max_abs", max),
+            "",
+        )
+    predicted = study.get("predicted") or {}
+    for key in ("onnx", "torch"):
+        if key in study:
+            table.add_row(*_route_row(ROUTE_LABELS[key], study[key], predicted.get(key)))
+    return table
+
+
+def print_routes(console: Console, backend: str, comparison: dict[str, Any]) -> None:
+    """`farm compile`: both routes of one backend, and the op types whose counts differ."""
+    console.print(routes_table(comparison))
+    for key in ("onnx", "torch"):
+        for line in comparison[key].get("refusals") or []:
+            console.print(f"  [yellow]coremltools refused[/yellow] {line}")
+        for line in comparison[key].get("warnings") or []:
+            console.print(f"  [dim]coremltools warns: {line}[/dim]")
+    fused = comparison["onnx"].get("fusions") or []
+    if fused:
+        console.print(f"  coremltools' passes on the ONNX route's program: {', '.join(fused)}")
+    diff = comparison.get("op_differences") or {}
+    if diff:
+        console.print(
+            f"  coreml/{backend} vs coreml-torch/{backend}, MIL ops that differ: "
+            + ", ".join(f"{op} {c['onnx']} vs {c['torch']}" for op, c in diff.items())
+        )

@@ -1,0 +1,111 @@
+"""Ingest of a PyTorch source: the checkpoint read, its inputs made, its ONNX export checked.
+
+    checkpoint -> inputs (seeded, or --example-inputs) -> eager outputs (the reference)
+               -> torch.onnx.export -> the ONNX model every ONNX target compiles from
+               -> the export on ONNX Runtime (CPU, optimisations off) against eager: its own error
+
+The run document records the checkpoint's sha256 and torch version beside the ONNX export's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from farm.errors import UsageError
+from farm.inputs import load_npz_inputs, seeded_inputs
+from farm.model import ModelInfo, inspect_model
+from farm.torch_source.checkpoint import TorchCheckpoint, load_checkpoint
+from farm.torch_source.eager import eager_reference
+from farm.torch_source.onnx_export import OnnxExport, export_onnx
+
+
+@dataclass
+class TorchSource:
+    checkpoint: TorchCheckpoint
+    export: OnnxExport
+    #: the ONNX export as the rest of the farm sees it, named after the checkpoint
+    info: ModelInfo
+    shapes: dict[str, tuple[int, ...]]
+    inputs: dict[str, np.ndarray]
+    #: the checkpoint's own outputs, eager fp32 on the host CPU, by export output name
+    eager: dict[str, np.ndarray]
+
+    def document(self) -> dict[str, Any]:
+        """`model.source` of a run document (docs/results.md)."""
+        return {
+            "kind": "pytorch",
+            "format": self.checkpoint.kind,
+            "path": str(self.checkpoint.path),
+            "sha256": self.checkpoint.sha256,
+            "torch_version": self.checkpoint.torch_version,
+            "reference": "pytorch eager, fp32, host CPU",
+            "onnx_export": {
+                "exporter": self.export.exporter,
+                "opset": self.export.opset,
+                "fallbacks": list(self.export.fallbacks),
+                "sha256": self.info.sha256,
+                "path": str(self.export.path),
+            },
+        }
+
+    def reference_entry(self) -> dict[str, Any]:
+        """`reference.model` of a job: the checkpoint computed the reference, not ONNX Runtime."""
+        return {
+            "name": self.checkpoint.name,
+            "sha256": self.checkpoint.sha256,
+            "path": str(self.checkpoint.path),
+            "source": "submitted checkpoint",
+            "runtime": f"pytorch {self.checkpoint.torch_version} eager, fp32, host CPU",
+        }
+
+
+def _checkpoint_info(checkpoint: TorchCheckpoint) -> ModelInfo:
+    """The checkpoint's inputs in the shape `farm.inputs` reads, to seed them like an ONNX model's."""
+    return ModelInfo(checkpoint.path, checkpoint.sha256, checkpoint.name, 0, checkpoint.inputs, (), 0, {})
+
+
+def _example_arrays(path: Path | None) -> dict[str, np.ndarray]:
+    if path is None:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--example-inputs {path}: not a readable .npz file ({exc})") from None
+
+
+def _resolve(
+    checkpoint: TorchCheckpoint, overrides: dict[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
+    from farm.inputs import resolve_shapes
+
+    return resolve_shapes(_checkpoint_info(checkpoint), overrides)
+
+
+def ingest_torch(
+    path: Path,
+    *,
+    shapes: dict[str, tuple[int, ...]],
+    example_inputs: Path | None,
+    seed: int,
+    export_dir: Path,
+    reference_dir: Path,
+) -> TorchSource:
+    """Read, export and reference a checkpoint; every input error is raised before anything is stored."""
+    example = _example_arrays(example_inputs)
+    checkpoint = load_checkpoint(path, shapes=shapes, example=example)
+    resolved = _resolve(checkpoint, shapes)
+    info = _checkpoint_info(checkpoint)
+    inputs = seeded_inputs(info, resolved, seed)
+    if example_inputs is not None:
+        inputs = load_npz_inputs(example_inputs, info, inputs)
+        resolved = {name: tuple(int(d) for d in array.shape) for name, array in inputs.items()}
+    eager = eager_reference(checkpoint, inputs, reference_dir)
+    export = export_onnx(checkpoint, inputs, len(eager), export_dir)
+    onnx_info = dataclasses.replace(inspect_model(export.path), name=checkpoint.name)
+    return TorchSource(checkpoint, export, onnx_info, resolved, inputs, eager)
