@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from farm.cli.context import CliState, handles_errors
 from farm.errors import FarmError, UsageError
@@ -21,7 +22,11 @@ from farm.targets import parse_targets
 @click.option("--targets", "-t", default="ort/cpu", show_default=True, help="Comma-separated targets.")
 @click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
-@click.option("--report-only", is_flag=True, help="Report unsupported ops instead of failing on them.")
+@click.option(
+    "--report-only",
+    is_flag=True,
+    help="Exit 0 although a target failed (each failure is reported either way).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
@@ -46,15 +51,18 @@ def compile_command(
     input_shapes = resolve_shapes(info, parse_shapes(shapes))
     store = ArtifactStore(state.home.ensure().artifacts)
     reports: list[dict[str, Any]] = []
+    # One target's failure (a missing coremltools, an op its lowering refuses) says nothing about
+    # the others: every target is compiled, each failure reported with its hint, and the command
+    # exits with the first failure's code once all are shown.
+    first_failure: FarmError | None = None
     for target in wanted:
         try:
             artifact = compile_for_target(
                 model, target, store, input_shapes=input_shapes, coreml_precision=coreml_precision
             )
         except FarmError as exc:
-            if not report_only:
-                raise
-            reports.append({"target": target.name, "error": exc.message})
+            first_failure = first_failure or exc
+            reports.append({"target": target.name, "error": exc.message, "hint": exc.hint})
             continue
         reports.append(
             {
@@ -68,11 +76,24 @@ def compile_command(
         sys.stdout.write(
             json.dumps({"model": {"name": info.name, "sha256": info.sha256}, "targets": reports}) + "\n"
         )
-        return
+    else:
+        _print_reports(reports)
+    if first_failure is not None and not report_only:
+        failed = [entry["target"] for entry in reports if "error" in entry]
+        click.echo(
+            f"farm: error: {len(failed)} of {len(reports)} targets failed: {', '.join(failed)}", err=True
+        )
+        sys.exit(first_failure.exit_code)
+
+
+def _print_reports(reports: list[dict[str, Any]]) -> None:
     console = stdout_console()
     for entry in reports:
         if "error" in entry:
-            console.print(f"[bold]{entry['target']}[/bold]: [red]{entry['error']}[/red]")
+            hint = f" [dim](hint: {escape(entry['hint'])})[/dim]" if entry["hint"] else ""
+            console.print(
+                f"[bold]{entry['target']}[/bold]: [red]failed: {escape(entry['error'])}[/red]{hint}"
+            )
             continue
         rep = entry["report"]
         console.print(

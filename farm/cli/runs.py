@@ -24,8 +24,22 @@ def open_store(state: CliState) -> ResultsStore:
     return ResultsStore(path)
 
 
+#: the run id that names the newest stored run, so a command can be written before its run exists
+LATEST_RUN = "latest"
+
+
+def resolve_run(store: ResultsStore, run_id: str) -> str:
+    """A run id, a unique prefix of one, or `latest`."""
+    if run_id == LATEST_RUN:
+        newest = store.runs(limit=1)
+        if not newest:
+            raise UsageError(f"no runs in {store.path} yet", hint="run `farm submit` first")
+        return newest[0].run_id
+    return store.resolve_run_id(run_id)
+
+
 def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
-    row = store.run(store.resolve_run_id(run_id))
+    row = store.run(resolve_run(store, run_id))
     document = dict(row.document)
     document.update(
         status=row.status, created_at=row.created_at, finished_at=row.finished_at, jobs=store.jobs(row.run_id)
@@ -79,7 +93,7 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
 @click.pass_obj
 @handles_errors
 def show(state: CliState, run_id: str, as_json: bool) -> None:
-    """Show one stored run (an id or a unique prefix of one)."""
+    """Show one stored run (an id, a unique prefix of one, or `latest`)."""
     from farm.reports.terminal import print_run
 
     with open_store(state) as store:
