@@ -12,6 +12,7 @@ from rich.table import Table
 
 from farm.cli.context import CliState, handles_errors
 from farm.errors import UsageError
+from farm.reports.fit import fit_table
 from farm.reports.terminal import stdout_console
 from farm.store import ResultsStore
 
@@ -84,15 +85,18 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
             r["status"],
             f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}",
         )
-    stdout_console().print(table)
+    console = stdout_console()
+    for part in fit_table(console, table, console.width, keep=1):
+        console.print(part)
 
 
 @click.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
 @click.pass_obj
 @handles_errors
-def show(state: CliState, run_id: str, as_json: bool) -> None:
+def show(state: CliState, run_id: str, as_json: bool, wide: bool) -> None:
     """Show one stored run (an id, a unique prefix of one, or `latest`)."""
     from farm.reports.terminal import print_run
 
@@ -101,4 +105,4 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(document) + "\n")
     else:
-        print_run(document)
+        print_run(document, wide=wide, artifacts_root=state.home.artifacts)

@@ -99,6 +99,7 @@ def _tolerance(text: str | None) -> Tolerance | None:
     help="Seconds a job waits while no unit of its profile is up, before it fails.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
 @click.pass_obj
 @handles_errors
 def submit(
@@ -120,6 +121,7 @@ def submit(
     attempts: int,
     placement_deadline_s: float,
     as_json: bool,
+    wide: bool,
 ) -> None:
     """Compile MODEL per target, run it on the devices, and report."""
     from farm.controller.cluster import ClusterConfig
@@ -157,6 +159,6 @@ def submit(
     if as_json:
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")
     else:
-        print_run(document)
+        print_run(document, wide=wide, artifacts_root=state.home.artifacts)
     if any(job["status"] != "ok" for job in document["jobs"]):
         sys.exit(1)
