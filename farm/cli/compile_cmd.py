@@ -11,6 +11,7 @@ import click
 from rich.markup import escape
 
 from farm.cli.context import CliState, handles_errors
+from farm.compile.placement import short_provider
 from farm.errors import FarmError, UsageError
 from farm.inputs import parse_shapes, resolve_shapes
 from farm.reports.terminal import stdout_console
@@ -97,14 +98,23 @@ def _print_reports(reports: list[dict[str, Any]]) -> None:
             continue
         rep = entry["report"]
         console.print(
-            f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']}, "
-            f"precision {rep['precision']}, partitions {rep['partitions']}, artifact {entry['artifact']}"
+            f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']} after "
+            f"optimisation, precision {rep['precision']}, partitions {rep['partitions']}",
+            highlight=False,
         )
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
-            console.print(f"  op changes: {changes}")
+            console.print(f"  op changes: {changes}", highlight=False)
         if rep["placement"]:
-            console.print(f"  placement: {rep['placement']}")
+            # placement is recorded on the graph ONNX Runtime partitions, after its basic
+            # optimisations: `farm check` counts the same graph ("ORT basic")
+            placed = sum(int(n) for n in rep["placement"].values())
+            per_provider = ", ".join(f"{short_provider(p)} {n}" for p, n in sorted(rep["placement"].items()))
+            console.print(
+                f"  nodes per provider as partitioned ({placed}, after basic optimisations): {per_provider}",
+                highlight=False,
+            )
+        console.print(f"  artifact: {entry['artifact']}", highlight=False, soft_wrap=True)
         if rep["fallback_ops"]:
             console.print(f"  [yellow]CPU fallbacks[/yellow]: {', '.join(rep['fallback_ops'])}")
         for note in rep["notes"]:

@@ -132,7 +132,7 @@ def compile_lines(job: dict[str, Any]) -> Text:
     text = Text()
     text.append(f"{job['device']} {job['target']}: ", style="bold")
     text.append(
-        f"{compile_['nodes_before']} nodes in the model -> {compile_['nodes_after']} after "
+        f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']} after "
         f"optimisation, precision {job['precision']}, partitions {compile_['partitions']}\n"
     )
     # the same count the report shows: kernels the profile saw per backend, else the compiler's
@@ -142,7 +142,7 @@ def compile_lines(job: dict[str, Any]) -> Text:
     elif compile_.get("placement"):
         placed = sum(int(v) for v in compile_["placement"].values())
         text.append(
-            f"  nodes per backend as partitioned ({placed}, before the last fusions): "
+            f"  nodes per backend as partitioned ({placed}, after basic optimisations): "
             f"{_per_backend(compile_['placement'])}\n"
         )
     fused = [f"{f['op_type']} {f['before']}->{f['after']}" for f in compile_["fusions"]]
