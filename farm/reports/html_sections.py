@@ -200,7 +200,8 @@ def latency(columns: list[Column]) -> str:
         + svg.latency_plot(rows)
         + (
             '<p class="muted">Box: quartiles of the warm samples; line: median; '
-            "dots: every sample; diamond: the first (cold) inference.</p>"
+            "dots: every sample; diamond: the first (cold) inference, right of the dashed break "
+            "with its value where it lies off the warm samples' scale.</p>"
         )
     )
 
