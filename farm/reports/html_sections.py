@@ -14,7 +14,8 @@ from farm.reports.document import Report
 
 
 def css() -> str:
-    return resources.files("farm.reports").joinpath("static", "report.css").read_text(encoding="utf-8")
+    stylesheet = resources.files("farm.reports").joinpath("static", "report.css")
+    return stylesheet.read_text(encoding="utf-8")
 
 
 def _num(value: Any, digits: int = 3, unit: str = "") -> str:
