@@ -74,22 +74,17 @@ def print_predictions(model: Path, predictions: list[Prediction], console: Conso
         checked = f"{p.nodes_checked} ({GRAPH_LABELS.get(p.graph_checked, p.graph_checked)})"
         table.add_row(p.target, checked, missing, str(len(p.conditional)))
     console.print(table)
-    console.print(
-        "nodes checked: of the model's own nodes (model), or of the graph ONNX Runtime partitions "
-        "after its basic optimisations (ORT basic)",
-        style="dim",
-        highlight=False,
-    )
     for p in predictions:
         if not p.known:
             continue
+        console.print(f"{p.target}: {p.source}", highlight=False, soft_wrap=True)
+        for note in p.notes:
+            console.print(f"  {note}", style="dim", highlight=False)
         if p.conditional:
             console.print(
-                f"{p.target}: conditional = taken only where a condition holds that pre-flight cannot check:",
+                f"  conditional: taken only where a condition holds that pre-flight cannot check "
+                f"({len(p.conditional)} nodes):",
                 highlight=False,
             )
             for op_type, condition, count in p.conditional_by_rule():
-                console.print(f"  {op_type} x{count}: {condition}", highlight=False)
-        for note in p.notes:
-            console.print(f"  {p.target}: {note}", style="dim", highlight=False)
-        console.print(f"  {p.target} table: {p.source}", style="dim", highlight=False, soft_wrap=True)
+                console.print(f"    {op_type} x{count}: {condition}", highlight=False)

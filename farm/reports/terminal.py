@@ -99,20 +99,37 @@ def _sources_cell(sources: list[str] | None) -> str:
     return named + (f" +{more} more" if more > 0 else "")
 
 
-def ops_table(job: dict[str, Any], top: int = TOP_OPS, sources: dict[str, list[str]] | None = None) -> Table:
+def ops_table(
+    job: dict[str, Any],
+    top: int = TOP_OPS,
+    sources: dict[str, list[str]] | None = None,
+    width: int | None = None,
+) -> Table:
     """The slowest kernels, each with the source nodes it ran (the report's alignment), where the
-    source model was found; `sources`: kernel name -> source node names."""
+    source model was found; `sources`: kernel name -> source node names. Where a column of their
+    own does not fit `width`, the sources go under the kernel's name."""
+    if sources is not None and width is not None:
+        full = _ops_table(job, top, sources, stacked=False)
+        if table_width(Console(width=width), full) > width:
+            return _ops_table(job, top, sources, stacked=True)
+        return full
+    return _ops_table(job, top, sources, stacked=False)
+
+
+def _ops_table(job: dict[str, Any], top: int, sources: dict[str, list[str]] | None, stacked: bool) -> Table:
     table = Table(title=f"Slowest ops on {job['device']} {job['target']}", title_justify="left")
-    table.add_column("kernel", overflow="fold")
+    table.add_column("kernel <- source nodes" if stacked else "kernel", overflow="fold")
     table.add_column("op type", overflow="fold")
-    if sources is not None:
+    if sources is not None and not stacked:
         table.add_column("source nodes", overflow="fold")
     table.add_column("backend")
     table.add_column("mean us", justify="right", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
     for op in sorted(job["ops"], key=lambda o: -o["mean_us"])[:top]:
-        cells = [op["name"], op["op_type"]]
-        if sources is not None:
+        cells: list[Any] = [op["name"], op["op_type"]]
+        if sources is not None and stacked:
+            cells[0] = Text(op["name"]).append(f"\n<- {_sources_cell(sources.get(op['name']))}", style="dim")
+        elif sources is not None:
             cells.append(_sources_cell(sources.get(op["name"])))
         cells += [
             op["provider"].removesuffix("ExecutionProvider"),
@@ -131,10 +148,8 @@ def compile_lines(job: dict[str, Any]) -> Text:
     compile_ = job["compile"]
     text = Text()
     text.append(f"{job['device']} {job['target']}: ", style="bold")
-    text.append(
-        f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']} after "
-        f"optimisation, precision {job['precision']}, partitions {compile_['partitions']}\n"
-    )
+    text.append(f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']} after optimisation\n")
+    text.append(f"  precision {job['precision']}, partitions {compile_['partitions']}\n")
     # the same count the report shows: kernels the profile saw per backend, else the compiler's
     # placement, which is of the graph the partitioner saw (before the last fusions)
     if job.get("placement"):
@@ -187,7 +202,7 @@ def render_run(
             parts.append(compile_lines(job))
             if job["ops"]:
                 sources = None if kernel_sources is None else kernel_sources.get(index, {})
-                parts.append(ops_table(job, sources=sources))
+                parts.append(ops_table(job, sources=sources, width=None if wide else console.width))
     return Group(*parts)
 
 
