@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from agents.base import DeviceAgent
-from farm.errors import UsageError
+from farm.errors import DISTRIBUTION, UsageError, install_hint
 
 #: platform -> (module, class, the pip extra that provides its dependencies)
 AGENTS: dict[str, tuple[str, str, str]] = {
@@ -28,7 +28,7 @@ def agent_class(platform: str) -> type[DeviceAgent]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        hint = f"pip install 'farm[{extra}]'" if extra else "reinstall farm"
+        hint = install_hint(extra) if extra else f"reinstall {DISTRIBUTION}"
         raise UsageError(f"the {platform} agent cannot be loaded ({exc})", hint=hint) from None
     cls: type[DeviceAgent] = getattr(module, class_name)
     return cls

@@ -20,6 +20,15 @@ readable line and exit with a documented code.
 
 from __future__ import annotations
 
+#: the project's name on PyPI, what `pip install` takes (the import name and the command differ);
+#: scripts/rename_packages.py sets it
+DISTRIBUTION = "farm"
+
+
+def install_hint(extra: str) -> str:
+    """`pip install 'farm[coreml]'`: how to get one optional part of the farm."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
 
 class FarmError(Exception):
     exit_code: int = 1

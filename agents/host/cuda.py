@@ -19,9 +19,10 @@ from typing import Any
 from agents.host.fallback_probe import DISABLE_CPU_FALLBACK
 from agents.host.native_log import captured_native_log
 from farm.analysis.ort_log import provider_load_failure
+from farm.errors import install_hint
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
-INSTALL_HINT = "pip install 'farm[cuda]'"
+INSTALL_HINT = install_hint("cuda")
 DEFAULT_DEVICE_ID = 0
 DEFAULT_USE_TF32 = True
 

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from farm.cli.context import CliState, handles_errors
+from farm.compile.placement import short_provider
 from farm.config import DEFAULT_SEED
 from farm.errors import FarmError, UsageError
 from farm.inputs import parse_shapes, resolve_shapes
@@ -28,7 +30,11 @@ from farm.targets import Target, parse_targets, with_torch_routes
     help="PyTorch checkpoints: .npz of example inputs by name (a TorchScript .pt needs it, or --shape).",
 )
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
-@click.option("--report-only", is_flag=True, help="Report unsupported ops instead of failing on them.")
+@click.option(
+    "--report-only",
+    is_flag=True,
+    help="Exit 0 although a target failed (each failure is reported either way).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
@@ -49,7 +55,6 @@ def compile_command(
     from farm.compile.coreml.routes import route_pairs
     from farm.compile.report import CompiledArtifact
     from farm.model import inspect_model
-    from farm.reports.routes import print_routes, print_source
     from farm.torch_source.checkpoint import is_torch_checkpoint
 
     wanted = parse_targets(targets)
@@ -78,6 +83,11 @@ def compile_command(
     store = ArtifactStore(home.artifacts)
     reports: list[dict[str, Any]] = []
     built: dict[Target, CompiledArtifact] = {}
+    # One target's failure (a missing coremltools, an op its lowering refuses) says nothing about
+    # the others: every target is compiled, each failure reported with its hint, and the command
+    # exits with the first failure's code once all are shown.
+    first_failure: FarmError | None = None
+    failed: list[str] = []
     for target in wanted:
         try:
             artifact = compile_for_target(
@@ -91,9 +101,10 @@ def compile_command(
             built[target] = artifact
         except FarmError as exc:
             # a coreml-torch twin the user did not ask for is reported, not fatal: its refusal is news
-            if not report_only and target in asked:
-                raise
-            reports.append({"target": target.name, "error": exc.message})
+            if target in asked:
+                first_failure = first_failure or exc
+                failed.append(target.name)
+            reports.append({"target": target.name, "error": exc.message, "hint": exc.hint})
             continue
         reports.append(
             {
@@ -108,28 +119,51 @@ def compile_command(
         model_doc["source"] = source.document()
     routes = route_pairs(built)
     if as_json:
-        document = {"model": model_doc, "targets": reports}
+        document: dict[str, Any] = {"model": model_doc, "targets": reports}
         if routes:
             document["routes"] = routes
         sys.stdout.write(json.dumps(document) + "\n")
-        return
+    else:
+        _print_reports(reports, model_doc, routes)
+    if first_failure is not None and not report_only:
+        click.echo(
+            f"farm: error: {len(failed)} of {len(asked)} targets failed: {', '.join(failed)}", err=True
+        )
+        sys.exit(first_failure.exit_code)
+
+
+def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], routes: dict[str, Any]) -> None:
+    from farm.reports.routes import print_routes, print_source
+
     console = stdout_console()
-    if source is not None:
+    if "source" in model_doc:
         print_source(console, model_doc["source"])
     for entry in reports:
         if "error" in entry:
-            console.print(f"[bold]{entry['target']}[/bold]: [red]{entry['error']}[/red]")
+            hint = f" [dim](hint: {escape(entry['hint'])})[/dim]" if entry["hint"] else ""
+            console.print(
+                f"[bold]{entry['target']}[/bold]: [red]failed: {escape(entry['error'])}[/red]{hint}"
+            )
             continue
         rep = entry["report"]
         console.print(
-            f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']}, "
-            f"precision {rep['precision']}, partitions {rep['partitions']}, artifact {entry['artifact']}"
+            f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']} after "
+            f"optimisation, precision {rep['precision']}, partitions {rep['partitions']}",
+            highlight=False,
         )
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
-            console.print(f"  op changes: {changes}")
+            console.print(f"  op changes: {changes}", highlight=False)
         if rep["placement"]:
-            console.print(f"  placement: {rep['placement']}")
+            # placement is recorded on the graph ONNX Runtime partitions, after its basic
+            # optimisations: `farm check` counts the same graph ("ORT basic")
+            placed = sum(int(n) for n in rep["placement"].values())
+            per_provider = ", ".join(f"{short_provider(p)} {n}" for p, n in sorted(rep["placement"].items()))
+            console.print(
+                f"  nodes per provider as partitioned ({placed}, after basic optimisations): {per_provider}",
+                highlight=False,
+            )
+        console.print(f"  artifact: {entry['artifact']}", highlight=False, soft_wrap=True)
         if rep["fallback_ops"]:
             console.print(f"  [yellow]CPU fallbacks[/yellow]: {', '.join(rep['fallback_ops'])}")
         for note in rep["notes"]:

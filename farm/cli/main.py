@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from farm.cli.context import CliState
+from farm.errors import DISTRIBUTION
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,7 +17,7 @@ from farm.cli.context import CliState
     "--home", type=click.Path(path_type=Path), help="Farm directory (default: $FARM_HOME or ~/.cache/farm)."
 )
 @click.option("--profiles-dir", type=click.Path(path_type=Path), help="Device profiles directory.")
-@click.version_option(package_name="farm")
+@click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, home: Path | None, profiles_dir: Path | None) -> None:
     """Benchmark one ONNX model on many devices and runtimes, side by side."""

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from farm.cli.context import CliState, handles_errors
 from farm.errors import UsageError
+from farm.reports.fit import fit_table
 from farm.reports.terminal import stdout_console
 from farm.store import ResultsStore
 
@@ -24,8 +25,22 @@ def open_store(state: CliState) -> ResultsStore:
     return ResultsStore(path)
 
 
+#: the run id that names the newest stored run, so a command can be written before its run exists
+LATEST_RUN = "latest"
+
+
+def resolve_run(store: ResultsStore, run_id: str) -> str:
+    """A run id, a unique prefix of one, or `latest`."""
+    if run_id == LATEST_RUN:
+        newest = store.runs(limit=1)
+        if not newest:
+            raise UsageError(f"no runs in {store.path} yet", hint="run `farm submit` first")
+        return newest[0].run_id
+    return store.resolve_run_id(run_id)
+
+
 def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
-    row = store.run(store.resolve_run_id(run_id))
+    row = store.run(resolve_run(store, run_id))
     document = dict(row.document)
     document.update(
         status=row.status, created_at=row.created_at, finished_at=row.finished_at, jobs=store.jobs(row.run_id)
@@ -70,16 +85,19 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
             r["status"],
             f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}",
         )
-    stdout_console().print(table)
+    console = stdout_console()
+    for part in fit_table(console, table, console.width, keep=1):
+        console.print(part)
 
 
 @click.command()
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
 @click.pass_obj
 @handles_errors
-def show(state: CliState, run_id: str, as_json: bool) -> None:
-    """Show one stored run (an id or a unique prefix of one)."""
+def show(state: CliState, run_id: str, as_json: bool, wide: bool) -> None:
+    """Show one stored run (an id, a unique prefix of one, or `latest`)."""
     from farm.reports.terminal import print_run
 
     with open_store(state) as store:
@@ -87,4 +105,4 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(document) + "\n")
     else:
-        print_run(document)
+        print_run(document, wide=wide, artifacts_root=state.home.artifacts)

@@ -137,6 +137,7 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     help="Seconds per window of a sustained run.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
 @click.pass_obj
 @handles_errors
 def submit(
@@ -161,6 +162,7 @@ def submit(
     sustained: str | None,
     sustained_window_s: float,
     as_json: bool,
+    wide: bool,
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
     from farm.controller.cluster import ClusterConfig
@@ -201,7 +203,7 @@ def submit(
     if as_json:
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")
     else:
-        print_run(document)
+        print_run(document, wide=wide, artifacts_root=state.home.artifacts)
     if any(job["status"] != "ok" for job in document["jobs"]):
         sys.exit(1)
     mismatch = reference_failure(document["jobs"])

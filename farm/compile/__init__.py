@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from farm.artifacts import ArtifactStore
 from farm.compile.report import CompiledArtifact
-from farm.errors import UsageError
+from farm.errors import UsageError, install_hint
 from farm.targets import Target
 
 if TYPE_CHECKING:
@@ -37,9 +37,7 @@ def compile_for_target(
         try:
             from farm.compile.coreml import compile_coreml
         except ImportError as exc:
-            raise UsageError(
-                f"{target} needs coremltools ({exc})", hint="pip install 'farm[coreml]'"
-            ) from None
+            raise UsageError(f"{target} needs coremltools ({exc})", hint=install_hint("coreml")) from None
         with tempfile.TemporaryDirectory(prefix="farm-coreml-") as tmp:
             built = compile_coreml(
                 model_path, target, Path(tmp), precision=coreml_precision, input_shapes=input_shapes

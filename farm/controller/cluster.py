@@ -8,10 +8,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from farm.errors import SchedulingError
@@ -42,10 +44,15 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
     # report's (or the one JSON document's) alone: while Ray runs, they go to stderr
     with contextlib.redirect_stdout(sys.stderr):
         _init(config)
+        # an embedded Ray is this command's own: its session directory (logs, sockets, spilled
+        # objects) goes with it rather than piling up in Ray's temp folder, one per command
+        session_dir = embedded_session_dir() if config.address is None else None
         try:
             yield
         finally:
             ray.shutdown()
+            if session_dir is not None:
+                remove_session_dir(session_dir)
 
 
 def _init(config: ClusterConfig) -> None:
@@ -73,3 +80,28 @@ def _init(config: ClusterConfig) -> None:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = config.address or "an embedded local Ray"
         raise SchedulingError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+
+
+def embedded_session_dir() -> Path | None:
+    """The session directory of the Ray this process started, while it runs; None where this Ray
+    does not say (the attribute is Ray's own, not a public API)."""
+    try:
+        from ray._private import worker
+
+        node: Any = getattr(worker, "_global_node", None)
+        path = node.get_session_dir_path() if node is not None else None
+    except (ImportError, AttributeError):
+        return None
+    return Path(path) if path else None
+
+
+def remove_session_dir(session_dir: Path) -> None:
+    """Delete one Ray session directory, and Ray's `session_latest` link if it points there;
+    nothing else in Ray's temp folder (other Rays, of other commands, may be using theirs)."""
+    if not session_dir.name.startswith("session_") or not session_dir.is_dir():
+        return
+    shutil.rmtree(session_dir, ignore_errors=True)
+    latest = session_dir.parent / "session_latest"
+    with contextlib.suppress(OSError):
+        if latest.is_symlink() and Path(os.readlink(latest)).name == session_dir.name:
+            latest.unlink()

@@ -42,6 +42,18 @@ class Prediction:
     #: ops taken only under a documented condition the pre-flight cannot check: (node, op, note)
     conditional: list[tuple[str, str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: which graph `nodes_checked` counts: `model` (the ONNX file's nodes) or `ort-basic` (after
+    #: ONNX Runtime's basic optimisations, the graph its partitioner hands to providers)
+    graph_checked: str = "model"
+    #: the ONNX file's own node count, so a `nodes_checked` of another graph can be read against it
+    model_nodes: int = 0
+
+    def conditional_by_rule(self) -> list[tuple[str, str, int]]:
+        """(op type, condition, nodes) for each distinct conditional rule, most nodes first."""
+        counts: dict[tuple[str, str], int] = {}
+        for _, op_type, note in self.conditional:
+            counts[(op_type, note)] = counts.get((op_type, note), 0) + 1
+        return [(op, note, n) for (op, note), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -53,6 +65,8 @@ class Prediction:
             "unsupported_op_types": sorted({u.op_type for u in self.unsupported}),
             "conditional": [{"node": n, "op_type": o, "note": c} for n, o, c in self.conditional],
             "notes": self.notes,
+            "graph_checked": self.graph_checked,
+            "model_nodes": self.model_nodes,
         }
 
 
@@ -118,10 +132,18 @@ def coreml_lowering_check(model_path: Path) -> list[Unsupported] | None:
     """Every node the farm's CoreML lowering refuses, with its reason (attributes and shapes
     included, not only the op type); None where that lowering is not installed here."""
     try:
-        from farm.compile.coreml.convert import CoreMLOptions, list_unsupported, prepare_graph
+        from farm.compile.coreml.convert import (
+            CoreMLOptions,
+            list_unsupported,
+            prepare_graph,
+            quiet_coremltools,
+        )
 
-        _, graph = prepare_graph(model_path, None)
-        failures = list_unsupported(graph, CoreMLOptions())
+        # coremltools' import prints, off macOS, that it cannot load the CoreML framework: the
+        # check never asks it to, so that is held back as `farm compile` holds it back
+        with quiet_coremltools():
+            _, graph = prepare_graph(model_path, None)
+            failures = list_unsupported(graph, CoreMLOptions())
     except Exception:  # the lowering in progress or missing: the op-type table stands in
         return None
     return [Unsupported(f.node, f.op_type, f"the CoreML lowering refuses it: {f.reason}") for f in failures]
@@ -152,12 +174,16 @@ def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Predict
             continue
         notes = []
         nodes = source_nodes
+        graph_checked = "model"
         if support.graph == "ort-basic":
             basic = basic_graph()
             if basic is not None:
                 nodes = basic
+                graph_checked = "ort-basic"
                 notes.append(
-                    "checked on the graph after ONNX Runtime's basic optimisations, as partitioning sees it"
+                    f"checked on the {len(basic)} nodes left of the model's {len(source_nodes)} after "
+                    "ONNX Runtime's basic optimisations (BatchNormalization folded into Conv and the like): "
+                    "the graph its partitioner hands to the provider"
                 )
             else:
                 notes.append("this host's ONNX Runtime could not load the model: checked on the source graph")
@@ -171,6 +197,16 @@ def predict(model_path: Path, targets: list[str] | list[Target]) -> list[Predict
                 "ANE, GPU or CPU only the device tells (MLComputePlan)"
             )
         predictions.append(
-            Prediction(target.name, True, support.source, len(nodes), unsupported, conditional, notes)
+            Prediction(
+                target.name,
+                True,
+                support.source,
+                len(nodes),
+                unsupported,
+                conditional,
+                notes,
+                graph_checked=graph_checked,
+                model_nodes=len(source_nodes),
+            )
         )
     return predictions

@@ -15,7 +15,8 @@ from farm.reports.document import Report
 
 
 def css() -> str:
-    return resources.files("farm.reports").joinpath("static", "report.css").read_text(encoding="utf-8")
+    stylesheet = resources.files("farm.reports").joinpath("static", "report.css")
+    return stylesheet.read_text(encoding="utf-8")
 
 
 def _num(value: Any, digits: int = 3, unit: str = "") -> str:
@@ -193,7 +194,8 @@ def latency(columns: list[Column]) -> str:
         + svg.latency_plot(rows)
         + (
             '<p class="muted">Box: quartiles of the warm samples; line: median; '
-            "dots: every sample; diamond: the first (cold) inference.</p>"
+            "dots: every sample; diamond: the first (cold) inference, right of the dashed break "
+            "with its value where it lies off the warm samples' scale.</p>"
         )
     )
 

@@ -83,14 +83,30 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
+#: room right of the plot for a cold start that lies off the warm samples' scale
+OFFSCALE_W = 110
+
+
+def _diamond(cx: float, mid: float, cls: str, title: str) -> str:
+    return (
+        f'<path class="{cls}" d="M{cx:.1f} {mid - 6:.1f} L{cx + 5:.1f} {mid:.1f} L{cx:.1f} {mid + 6:.1f} '
+        f'L{cx - 5:.1f} {mid:.1f} Z"><title>{escape(title)}</title></path>'
+    )
+
+
 def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
     """Per row (label, warm samples ms, cold first-inference ms): a box (quartiles), whiskers
-    (min-max), every sample as a dot, and the cold run as a diamond."""
+    (min-max), every sample as a dot, and the cold run as a diamond.
+
+    The axis is the warm samples' own: a cold start many times slower would squash them into a
+    sliver. A cold start inside the axis is drawn on it; one beyond it sits right of the plot,
+    past a break, with its value written beside it."""
     top = 10.0
-    values = [v for _, samples, cold in rows for v in [*samples, *([cold] if cold else [])] if v > 0]
+    height = ROW_H * len(rows)
+    values = [v for _, samples, _ in rows for v in samples if v > 0]
     low, high = min(values, default=0.1), max(values, default=1.0)
     if high / low > LOG_SCALE_RATIO:
-        # a cold start 20x the warm runs would squash every box into one pixel: use a log axis
+        # warm samples themselves spread wider than a linear axis can show: a log axis
         nice = [
             m * 10.0**e
             for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
@@ -99,6 +115,7 @@ def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
         lo_log = math.log10(max(t for t in nice if t <= low))
         hi_log = math.log10(min(t for t in nice if t >= high))
         span = max(hi_log - lo_log, 1e-9)
+        axis_max = 10.0**hi_log
 
         def x(value: float) -> float:
             return LABEL_W + PLOT_W * (math.log10(max(value, 10.0**lo_log)) - lo_log) / span
@@ -107,17 +124,26 @@ def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
         for tick in (t for t in nice if lo_log - 1e-9 <= math.log10(t) <= hi_log + 1e-9):
             body.append(
                 f'<line class="grid" x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{top:.1f}" '
-                f'y2="{top + ROW_H * len(rows):.1f}"/>'
+                f'y2="{top + height:.1f}"/>'
             )
-            body.append(_text(x(tick), top + ROW_H * len(rows) + 14, f"{tick:g}", "middle", "tick"))
-        body.append(_text(LABEL_W + PLOT_W, top + ROW_H * len(rows) + 28, "ms (log scale)", "end", "tick"))
+            body.append(_text(x(tick), top + height + 14, f"{tick:g}", "middle", "tick"))
+        body.append(_text(LABEL_W + PLOT_W, top + height + 28, "ms (log scale)", "end", "tick"))
     else:
-        scale_max = high * 1.05
+        axis_max = high * 1.05
 
         def x(value: float) -> float:
-            return LABEL_W + PLOT_W * value / scale_max
+            return LABEL_W + PLOT_W * value / axis_max
 
-        body = _axis(scale_max, top, ROW_H * len(rows), "ms")
+        body = _axis(axis_max, top, height, "ms")
+
+    off_scale = [cold for _, _, cold in rows if cold and cold > axis_max]
+    if off_scale:
+        edge = LABEL_W + PLOT_W + 10
+        body.append(
+            f'<line class="break" x1="{edge:.1f}" x2="{edge:.1f}" y1="{top:.1f}" y2="{top + height:.1f}" '
+            'stroke="#8a8a8a" stroke-dasharray="3 3"/>'
+        )
+        body.append(_text(edge + 4, top + height + 14, "cold, off scale", "start", "tick"))
 
     for index, (label, samples, cold) in enumerate(rows):
         mid = top + ROW_H * index + ROW_H / 2
@@ -144,14 +170,18 @@ def latency_plot(rows: list[tuple[str, list[float], float | None]]) -> str:
                     f'<circle class="sample" cx="{x(value):.1f}" cy="{mid + jitter:.1f}" r="1.8">'
                     f"<title>{value:.3f} ms</title></circle>"
                 )
-        if cold:
-            cx = x(cold)
+        if cold and cold <= axis_max:
+            body.append(_diamond(x(cold), mid, "cold", f"first inference (cold): {cold:.3f} ms"))
+        elif cold:
+            cx = LABEL_W + PLOT_W + 22
             body.append(
-                f'<path class="cold" d="M{cx:.1f} {mid - 6:.1f} L{cx + 5:.1f} {mid:.1f} L{cx:.1f} '
-                f"{mid + 6:.1f} "
-                f'L{cx - 5:.1f} {mid:.1f} Z"><title>first inference (cold): {cold:.3f} ms</title></path>'
+                _diamond(
+                    cx, mid, "cold off-scale", f"first inference (cold): {cold:.3f} ms, off the warm scale"
+                )
             )
-    return _svg(LABEL_W + PLOT_W + 20, top + ROW_H * len(rows) + 34, body, "latency distribution per job")
+            body.append(_text(cx + 9, mid + 4, f"{cold:.3g} ms", "start", "tick"))
+    width = LABEL_W + PLOT_W + (OFFSCALE_W if off_scale else 20)
+    return _svg(width, top + height + 34, body, "latency distribution per job")
 
 
 def _legend(colours: dict[str, str], y: float) -> list[str]:

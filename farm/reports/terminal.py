@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -9,6 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.analysis.reference_state import FAILED, PASSED, reference_state
+from farm.compile.placement import short_provider
+from farm.reports.fit import fit_table, table_width
+from farm.reports.kernel_sources import kernel_sources_of
 from farm.reports.sustained_text import sustained_lines
 
 TOP_OPS = 8
@@ -108,29 +113,79 @@ def reference_lines(job: dict[str, Any]) -> Text:
     return text
 
 
-def ops_table(job: dict[str, Any], top: int = TOP_OPS) -> Table:
+#: source nodes named per kernel in the slowest-ops table; more are counted, not named
+MAX_SOURCES_NAMED = 3
+
+
+def _sources_cell(sources: list[str] | None) -> str:
+    if sources is None:
+        return "?"
+    named = ", ".join(sources[:MAX_SOURCES_NAMED])
+    more = len(sources) - MAX_SOURCES_NAMED
+    return named + (f" +{more} more" if more > 0 else "")
+
+
+def ops_table(
+    job: dict[str, Any],
+    top: int = TOP_OPS,
+    sources: dict[str, list[str]] | None = None,
+    width: int | None = None,
+) -> Table:
+    """The slowest kernels, each with the source nodes it ran (the report's alignment), where the
+    source model was found; `sources`: kernel name -> source node names. Where a column of their
+    own does not fit `width`, the sources go under the kernel's name."""
+    if sources is not None and width is not None:
+        full = _ops_table(job, top, sources, stacked=False)
+        if table_width(Console(width=width), full) > width:
+            return _ops_table(job, top, sources, stacked=True)
+        return full
+    return _ops_table(job, top, sources, stacked=False)
+
+
+def _ops_table(job: dict[str, Any], top: int, sources: dict[str, list[str]] | None, stacked: bool) -> Table:
     table = Table(title=f"Slowest ops on {job['device']} {job['target']}", title_justify="left")
-    for column in ("node", "op type", "backend", "mean us", "share"):
-        table.add_column(column, justify="right" if column in ("mean us", "share") else "left")
+    table.add_column("kernel <- source nodes" if stacked else "kernel", overflow="fold")
+    table.add_column("op type", overflow="fold")
+    if sources is not None and not stacked:
+        table.add_column("source nodes", overflow="fold")
+    table.add_column("backend")
+    table.add_column("mean us", justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
     for op in sorted(job["ops"], key=lambda o: -o["mean_us"])[:top]:
-        table.add_row(
-            op["name"],
-            op["op_type"],
+        cells: list[Any] = [op["name"], op["op_type"]]
+        if sources is not None and stacked:
+            cells[0] = Text(op["name"]).append(f"\n<- {_sources_cell(sources.get(op['name']))}", style="dim")
+        elif sources is not None:
+            cells.append(_sources_cell(sources.get(op["name"])))
+        cells += [
             op["provider"].removesuffix("ExecutionProvider"),
             f"{op['mean_us']:.1f}",
             f"{op['share'] * 100:.1f}%",
-        )
+        ]
+        table.add_row(*cells)
     return table
+
+
+def _per_backend(counts: dict[str, Any]) -> str:
+    return ", ".join(f"{short_provider(str(k))} {v}" for k, v in sorted(counts.items()))
 
 
 def compile_lines(job: dict[str, Any]) -> Text:
     compile_ = job["compile"]
     text = Text()
     text.append(f"{job['device']} {job['target']}: ", style="bold")
-    text.append(
-        f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']}, precision {job['precision']}, "
-        f"placement {compile_['placement'] or job['placement']}, partitions {compile_['partitions']}\n"
-    )
+    text.append(f"{compile_['nodes_before']} nodes -> {compile_['nodes_after']} after optimisation\n")
+    text.append(f"  precision {job['precision']}, partitions {compile_['partitions']}\n")
+    # the same count the report shows: kernels the profile saw per backend, else the compiler's
+    # placement, which is of the graph the partitioner saw (before the last fusions)
+    if job.get("placement"):
+        text.append(f"  kernels per backend (profiled): {_per_backend(job['placement'])}\n")
+    elif compile_.get("placement"):
+        placed = sum(int(v) for v in compile_["placement"].values())
+        text.append(
+            f"  nodes per backend as partitioned ({placed}, after basic optimisations): "
+            f"{_per_backend(compile_['placement'])}\n"
+        )
     fused = [f"{f['op_type']} {f['before']}->{f['after']}" for f in compile_["fusions"]]
     if fused:
         text.append("  op changes: " + ", ".join(fused) + "\n")
@@ -146,22 +201,36 @@ def compile_lines(job: dict[str, Any]) -> Text:
     return text
 
 
-def render_run(document: dict[str, Any]) -> Group:
+def render_run(
+    document: dict[str, Any],
+    console: Console | None = None,
+    *,
+    wide: bool = False,
+    kernel_sources: dict[int, dict[str, list[str]]] | None = None,
+) -> Group:
+    """The run for `console`'s width: the summary as one table where it fits (or `wide`), else
+    dealt out over narrower tables that each repeat device and target. `kernel_sources`: per job
+    index, kernel name -> the source nodes it ran."""
+    console = console or stdout_console()
     model = document["model"]
     header = Text()
     header.append(f"run {document['run_id']}", style="bold")
+    header.append(f"  status {document.get('status', '?')}\n")
     header.append(
-        f"  model {model['name']} (sha256 {model['sha256'][:12]}, opset {model['opset']}, "
-        f"{model['nodes']} nodes)  status {document.get('status', '?')}\n"
+        f"model {model['name']} (sha256 {model['sha256'][:12]}, opset {model['opset']}, "
+        f"{model['nodes']} nodes)\n"
     )
-    parts: list[Any] = [header, summary_table(document["jobs"])]
-    for job in document["jobs"]:
+    summary = summary_table(document["jobs"])
+    tables = [summary] if wide else fit_table(console, summary, console.width)
+    parts: list[Any] = [header, *tables]
+    for index, job in enumerate(document["jobs"]):
         if job["status"] == "ok":
             parts.append(compile_lines(job))
             parts.append(reference_lines(job))
             parts.append(sustained_lines(job))
             if job["ops"]:
-                parts.append(ops_table(job))
+                sources = None if kernel_sources is None else kernel_sources.get(index, {})
+                parts.append(ops_table(job, sources=sources, width=None if wide else console.width))
     return Group(*parts)
 
 
@@ -170,10 +239,27 @@ PIPED_WIDTH = 170
 
 
 def stdout_console() -> Console:
-    """Rich on stdout: the terminal's width, or a wide page when piped."""
+    """Rich on stdout: the terminal's width, or a wide page when piped (unless $COLUMNS, which
+    rich reads itself, says how wide)."""
     console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH)
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return console
+    return Console(width=PIPED_WIDTH)
 
 
-def print_run(document: dict[str, Any], console: Console | None = None) -> None:
-    (console or stdout_console()).print(render_run(document))
+def print_run(
+    document: dict[str, Any],
+    console: Console | None = None,
+    *,
+    wide: bool = False,
+    artifacts_root: Path | None = None,
+) -> None:
+    """`wide`: the whole summary as one table, however narrow the terminal (it wraps rather than
+    cuts). `artifacts_root`: where to look for the source model if it moved (for the op sources)."""
+    console = console or stdout_console()
+    if wide:
+        needed = table_width(console, summary_table(document["jobs"]))
+        if needed > console.width:
+            console = Console(width=needed, force_terminal=console.is_terminal)
+    sources = kernel_sources_of(document, artifacts_root)
+    console.print(render_run(document, console, wide=wide, kernel_sources=sources))

@@ -55,14 +55,32 @@ def test_synthesised_trace_for_a_target_with_means_only() -> None:
     assert len({e["tid"] for e in kernels}) == 2  # a lane per backend
 
 
-def test_a_cold_start_far_above_the_warm_runs_gets_a_log_axis() -> None:
+def test_warm_samples_keep_their_own_scale_and_a_far_cold_start_is_marked_off_it() -> None:
+    import re
+
+    from farm.reports.svg import LABEL_W, PLOT_W, latency_plot
+
+    plot = latency_plot([("phone", [0.3, 0.4, 0.5], 15.0)])
+    assert "log scale" not in plot
+    ticks = [float(v) for v in re.findall(r'class="tick">([0-9.]+)</text>', plot)]
+    assert max(ticks) <= 0.55  # the axis ends at the warm samples, not at the cold start
+    boxes = re.findall(r'<rect class="box" x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"', plot)
+    assert float(boxes[0][1]) > PLOT_W / 6  # the quartile box is wide, not a sliver
+    assert 'class="cold off-scale"' in plot and ">15 ms</text>" in plot and "off scale" in plot
+    cold_x = float(re.search(r'class="cold off-scale" d="M([0-9.]+)', plot).group(1))  # type: ignore[union-attr]
+    assert cold_x > LABEL_W + PLOT_W
+
+    near = latency_plot([("phone", [0.3, 0.4, 0.5], 0.52)])
+    assert 'class="cold"' in near and "off-scale" not in near and "off scale" not in near
+
+
+def test_warm_samples_spread_wide_get_a_log_axis() -> None:
     from farm.reports.svg import latency_plot
 
-    wide = latency_plot([("phone", [0.3, 0.4, 0.5], 15.0)])
+    wide = latency_plot([("phone", [0.3, 0.4, 0.5, 15.0], None)])
     assert (
         "ms (log scale)" in wide
         and ">0.2</text>" in wide
         and ">20</text>" in wide
         and ">50</text>" not in wide
     )
-    assert "log scale" not in latency_plot([("phone", [0.3, 0.4, 0.5], 1.0)])

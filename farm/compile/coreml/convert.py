@@ -45,7 +45,7 @@ from farm.compile.coreml.report import (
 from farm.compile.coreml.table import lowering_table
 from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
-from farm.errors import CompileError, ModelError, UsageError
+from farm.errors import CompileError, ModelError, UsageError, install_hint
 from farm.targets import COREML_COMPUTE_UNITS, Target
 
 PRECISIONS = ("fp16", "fp32")
@@ -85,7 +85,7 @@ def import_coremltools() -> Any:
             import coremltools
     except ImportError as exc:
         raise CompileError(
-            "CoreML targets need coremltools, which is not installed", hint="pip install 'farm[coreml]'"
+            "CoreML targets need coremltools, which is not installed", hint=install_hint("coreml")
         ) from exc
     return coremltools
 

@@ -14,7 +14,8 @@ PLACEMENT_NOTE = (
 )
 FP16_NOTE = (
     "an ML Program computes in fp16 by default: expect drift against an fp32 reference "
-    "(predict_drift() estimates it on the host before any device runs)"
+    "(once a run has this target, `farm report RUN_ID` sets the device's SNR beside what fp16 "
+    "rounding alone gives on the host)"
 )
 
 
