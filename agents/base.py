@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from farm.compile.io_names import IoNameMap
 from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.profiles import DeviceProfile
 from farm.targets import Target
@@ -48,6 +49,8 @@ class RunRequest:
     profile_ops: bool = True
     intra_op_threads: int | None = None
     timeout_s: float = DEFAULT_JOB_TIMEOUT_S
+    #: ONNX name <-> the artifact's feature name (CoreML renames); None: the names are the ONNX ones
+    io_names: IoNameMap | None = None
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,7 @@ def plan_model(
                     runs=request.runs,
                     profile_ops=request.profile_ops,
                     intra_op_threads=request.intra_op_threads,
+                    io_names=artifact.io_names,
                 ),
                 artifact_blob=shipped[artifact.sha256],
                 expected_s=expected_s(base) if expected_s is not None else None,
