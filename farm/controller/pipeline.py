@@ -205,7 +205,7 @@ def plan_model(
             )
             continue
         if artifact.sha256 not in shipped:
-            shipped[artifact.sha256] = client.ship(artifact.path)
+            shipped[artifact.sha256] = client.ship(artifact.path, artifact.sha256)
         planned.bases[job_id] = (base, artifact)
         planned.specs.append(
             JobSpec(
