@@ -20,6 +20,10 @@ from farm.profiles import DeviceProfile
 from farm.targets import Target
 
 DEFAULT_JOB_TIMEOUT_S = 600.0
+#: how a figure was obtained (docs/results.md, "Provenance"): measured on the device; planned by
+#: the runtime before running (MLComputePlan's preferred device); estimated from a plan's cost
+#: weight; predicted on the host (the MIL executor); synthetic (the simulated agent)
+PROVENANCES = ("measured", "planned", "estimated", "predicted", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class OpTiming:
     provider: str
     mean_us: float
     calls: int = 1
+    #: how `mean_us` was obtained: "measured" (profiled), "estimated", "synthetic" (PROVENANCES)
+    source: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,13 @@ class DeviceRun:
     #: the raw per-op trace (Chrome trace events) for reports and traces
     trace_events: list[dict[str, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: how the latencies were obtained ("measured", or "synthetic" for the simulated agent)
+    latency_source: str = "measured"
+    #: how `placement` (and so the fallbacks) was obtained: "measured" where the runtime reports
+    #: what ran where, "planned" where it reports where it would run an op (MLComputePlan)
+    placement_source: str = "measured"
+    #: per figure kind, how an estimate was derived (e.g. {"op_times": "mean_us = ..."})
+    formulas: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BUNDLE_ID = "dev.farm.FarmRunner"
 DEFAULT_THERMAL_WAIT_FOR = "nominal"
+#: how an iOS per-op time is derived: CoreML times no single op, MLComputePlan weighs them
+OP_TIME_FORMULA = "mean_us = MLComputePlan estimated_cost (the op's weight, 0..1) x median latency_ms x 1000"
 
 
 @dataclass(frozen=True)
@@ -262,6 +264,7 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
             op_type=op.op_type,
             provider=op.preferred_device,
             mean_us=(op.estimated_cost or 0.0) * median_ms * 1000.0,
+            source="estimated",
         )
         for op in result.plan_ops
     ]
@@ -283,4 +286,6 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
         thermal_after=Thermal(status=result.thermal_after),
         runner=f"{result.runner} (iOS {result.os_version})",
         notes=notes,
+        placement_source="planned",
+        formulas={"op_times": OP_TIME_FORMULA} if ops else {},
     )

@@ -8,6 +8,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from farm.reports.provenance import describe, placement_mark, time_mark
+
 TOP_OPS = 8
 #: above this coefficient of variation the timed runs disagree enough to say so
 NOISY_CV = 0.1
@@ -89,10 +91,14 @@ def ops_table(job: dict[str, Any], top: int = TOP_OPS) -> Table:
         table.add_row(
             op["name"],
             op["op_type"],
-            op["provider"].removesuffix("ExecutionProvider"),
-            f"{op['mean_us']:.1f}",
+            op["provider"].removesuffix("ExecutionProvider") + placement_mark(op),
+            f"{time_mark(op)}{op['mean_us']:.1f}",
             f"{op['share'] * 100:.1f}%",
         )
+    legend = [f"{label}: {how}" for label, how in describe(job) if not how.startswith("measured")]
+    if legend:  # the legend under the table: which of its figures were not measured, and how
+        table.caption = "; ".join(legend)
+        table.caption_justify = "left"
     return table
 
 
