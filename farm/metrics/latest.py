@@ -37,6 +37,8 @@ JOB_PATHS: tuple[str, ...] = (
     "$.reference.outputs",
     "$.reference.passed",
     "$.thermal.after.temperatures_c",
+    "$.provenance.latency",
+    "$.provenance.placement",
 )
 
 
@@ -68,6 +70,11 @@ class LatestResult:
     reference: ReferenceNumbers | None = None
     #: sensor -> degrees Celsius, read on the unit after the job
     temperatures_c: dict[str, float] = field(default_factory=dict)
+    #: how the op counts were obtained: "measured" (the profiled run), "planned" (MLComputePlan,
+    #: or the compiler's placement where the run has no op profile), "synthetic"
+    placement_source: str = "measured"
+    #: "synthetic" for a simulated unit: its reference series are never exported
+    latency_source: str = "measured"
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -117,6 +124,10 @@ def parse_latest(values: list[Any]) -> LatestResult:
     # The profiled run says where ops really ran; a run without an op profile falls back to
     # where the compiler placed them.
     ops = _counts(doc["$.placement"]) or _counts(doc["$.compile.placement"])
+    if _counts(doc["$.placement"]):
+        placement_source = str(doc["$.provenance.placement"] or "measured")
+    else:
+        placement_source = "planned"
     fallbacks = doc["$.fallback_ops"] if doc["$.placement"] else doc["$.compile.fallback_ops"]
     partitions = _number(doc["$.compile.partitions"])
     temperatures = doc["$.thermal.after.temperatures_c"]
@@ -139,4 +150,6 @@ def parse_latest(values: list[Any]) -> LatestResult:
             for sensor, value in (temperatures.items() if isinstance(temperatures, dict) else ())
             if (number := _number(value)) is not None
         },
+        placement_source=placement_source,
+        latency_source=str(doc["$.provenance.latency"] or "measured"),
     )
