@@ -5,7 +5,7 @@ import Foundation
 
 public struct Runner {
     public static let name = "FarmRunner"
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
 
     let home: URL
     let job: JobFile
