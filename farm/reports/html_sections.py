@@ -272,6 +272,11 @@ def placement(report: Report) -> str:
             )
         ]
     )
+    estimated = [c.label + time_caveat(c.job) for c in timed if op_times_estimated(c.job)]
+    if estimated:  # the plot draws estimated per-op times like measured ones: say which they are
+        parts.append(
+            f'<p class="muted"><span class="est">est.</span>not measured: {e("; ".join(estimated))}</p>'
+        )
     if report.alignment is not None:
         names = [s.name for s in report.nodes]
         strips: list[tuple[str, list[tuple[str, str]]]] = []
