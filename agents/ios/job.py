@@ -54,10 +54,12 @@ def run_job(
         result = parse_result(raw, job_id, f"{link.serial}: job {job_id}")
         total = sum(int(np.prod(o.shape)) * 8 for o in result.outputs)
         blobs = container.read_all([o.path for o in result.outputs], total)
-        # under their ONNX names (the job's I/O name map, echoed by the app): the reference diff
-        # compares like with like
+        # under their ONNX names (the job's I/O name map, echoed by the app; the host's own map
+        # where the app gave none): the reference diff compares like with like
+        onnx_names = {o["name"]: o["onnx_name"] for o in job["outputs"]}
         outputs = {
-            o.onnx_name or o.name: o.decode(blob) for o, blob in zip(result.outputs, blobs, strict=True)
+            o.onnx_name or onnx_names.get(o.name, o.name): o.decode(blob)
+            for o, blob in zip(result.outputs, blobs, strict=True)
         }
         if len(outputs) != len(result.outputs):
             raise DeviceError(

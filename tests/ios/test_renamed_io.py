@@ -10,12 +10,14 @@ import json
 import shutil
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from agents.base import RunRequest
-from agents.ios.agent import IosAgent
+from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
+from agents.ios.fakes import AppFiles, FakeProcess
 from farm.analysis.job import job_document
 from farm.analysis.numeric import default_tolerance
 from farm.artifacts import ArtifactStore, sha256_path
@@ -25,6 +27,7 @@ from farm.errors import DeviceError
 from farm.reference import reference_outputs
 from farm.targets import Target
 
+from .conftest import MakeAgent, MakePhone
 from .renamed_model import EXPECTED_INPUTS, EXPECTED_OUTPUTS, renamed_inputs, write_renamed_model
 
 pytest.importorskip("coremltools")
@@ -113,3 +116,29 @@ def test_without_the_name_map_the_job_names_features_the_ml_program_lacks(
 
     with pytest.raises(DeviceError, match=r"FarmRunner failed at job .*no feature 'input\.1'"):
         ios_agent.run(unit, request)
+
+
+def test_the_job_file_names_features_and_carries_the_onnx_names(
+    make_agent: MakeAgent, make_phone: MakePhone, compiled: tuple[Path, object]
+) -> None:
+    _, artifact = compiled
+    phone = make_phone()
+    standin = phone.apps[DEFAULT_BUNDLE_ID].program
+    assert standin is not None
+    seen: list[dict[str, Any]] = []
+
+    def recording(files: AppFiles, arguments: list[str], process: FakeProcess) -> None:
+        seen.append(json.loads(files.read(arguments[arguments.index("--farm-job") + 1])))
+        standin(files, arguments, process)
+
+    phone.apps[DEFAULT_BUNDLE_ID].program = recording
+    agent = make_agent(phone)
+    (unit,) = agent.discover()
+
+    run = agent.run(unit, _request(artifact))
+
+    (job,) = seen
+    assert {t["onnx_name"]: t["name"] for t in job["inputs"]} == EXPECTED_INPUTS
+    io_names = artifact.io_names  # type: ignore[attr-defined]
+    assert job["outputs"] == [{"name": f.feature_name, "onnx_name": f.onnx_name} for f in io_names.outputs]
+    assert set(run.outputs) == set(EXPECTED_OUTPUTS)
