@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from farm.compile.io_names import IoNameMap
 from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.profiles import DeviceProfile
 from farm.targets import Target
@@ -21,6 +22,10 @@ from farm.targets import Target
 DEFAULT_JOB_TIMEOUT_S = 600.0
 #: a sustained run reports latency percentiles and telemetry per window of this length
 DEFAULT_SUSTAINED_WINDOW_S = 5.0
+#: how a figure was obtained (docs/results.md, "Provenance"): measured on the device; planned by
+#: the runtime before running (MLComputePlan's preferred device); estimated from a plan's cost
+#: weight; predicted on the host (the MIL executor); synthetic (the simulated agent)
+PROVENANCES = ("measured", "planned", "estimated", "predicted", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class RunRequest:
     #: after the timed runs, run back to back for this long (0: no sustained phase)
     sustained_s: float = 0.0
     sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
+    #: ONNX name <-> the artifact's feature name (CoreML renames); None: the names are the ONNX ones
+    io_names: IoNameMap | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,8 @@ class OpTiming:
     provider: str
     mean_us: float
     calls: int = 1
+    #: how `mean_us` was obtained: "measured" (profiled), "estimated", "synthetic" (PROVENANCES)
+    source: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,13 @@ class DeviceRun:
     #: a second session created after the first in the same process (caches warm)
     warm_load_ms: float | None = None
     sustained: SustainedTrace | None = None
+    #: how the latencies were obtained ("measured", or "synthetic" for the simulated agent)
+    latency_source: str = "measured"
+    #: how `placement` (and so the fallbacks) was obtained: "measured" where the runtime reports
+    #: what ran where, "planned" where it reports where it would run an op (MLComputePlan)
+    placement_source: str = "measured"
+    #: per figure kind, how an estimate was derived (e.g. {"op_times": "mean_us = ..."})
+    formulas: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
+import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+
+from farm.errors import DeviceError
 
 CHUNK_BYTES = 1 << 20
 
@@ -67,3 +72,82 @@ class ArtifactStore:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return sha, target
+
+
+#: said with a shipped artifact whose content does not match its hash
+_DAMAGED_HINT = "the artifact was damaged on the way; resubmit (the agent host keeps no partial copy)"
+
+
+@dataclass(frozen=True)
+class ShippedArtifact:
+    """An artifact's bytes for a node without the submitter's files: a file as it is, a directory
+    (an `.mlpackage`) as one uncompressed tar of its tree."""
+
+    name: str
+    sha256: str
+    is_tree: bool
+    data: bytes
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.data)
+
+
+def tree_size_bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Only what the content hash covers: the same tree packs to the same bytes on every host."""
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    info.mode = 0o644
+    return info
+
+
+def pack_artifact(path: Path, sha256: str) -> ShippedArtifact:
+    """`path` (a file or a directory) as one `ShippedArtifact`; `sha256` is its `sha256_path`."""
+    if not path.is_dir():
+        return ShippedArtifact(path.name, sha256, False, path.read_bytes())
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for file in sorted(path.rglob("*")):
+            if file.is_file():  # directories come with their files; links are not artifacts
+                archive.add(file, arcname=file.relative_to(path).as_posix(), recursive=False, filter=_plain)
+    return ShippedArtifact(path.name, sha256, True, buffer.getvalue())
+
+
+def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
+    """The artifact at `cache_dir/<sha256>/<name>`, unpacked and checked against its sha256 first.
+
+    Written under a partial name and renamed into place only once its hash matches, so a cached
+    artifact is whole and is never fetched again.
+    """
+    target = cache_dir / shipped.sha256 / shipped.name
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".arriving-", dir=target.parent))
+    try:
+        staged = staging / shipped.name
+        if shipped.is_tree:
+            with tarfile.open(fileobj=io.BytesIO(shipped.data), mode="r:") as archive:
+                # the "data" filter refuses absolute paths, `..`, links out of the tree, devices
+                archive.extractall(staged, filter="data")
+        else:
+            staged.write_bytes(shipped.data)
+        arrived = sha256_path(staged)
+        if arrived != shipped.sha256:
+            raise DeviceError(
+                f"shipped artifact {shipped.name} arrived as {arrived[:12]}, expected {shipped.sha256[:12]}",
+                hint=_DAMAGED_HINT,
+            )
+        try:
+            os.rename(staged, target)
+        except OSError:
+            if not target.exists():  # an equal artifact unpacked by another job won the race
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

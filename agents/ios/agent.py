@@ -39,6 +39,7 @@ from agents.ios.inventory import read_battery_pct, read_properties
 from agents.ios.job import DEFAULT_POLL_S, JobOutcome, run_job
 from agents.ios.link import DeviceLink
 from agents.ios.provider import DEFAULT_TUNNELD_ADDRESS, ConnectionProvider, UsbmuxProvider
+from farm.compile.io_names import IoNameMap, load_io_names
 from farm.errors import DeviceError, UsageError
 from farm.profiles import match_profile
 
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BUNDLE_ID = "dev.farm.FarmRunner"
 DEFAULT_THERMAL_WAIT_FOR = "nominal"
+#: how an iOS per-op time is derived: CoreML times no single op, MLComputePlan weighs them
+OP_TIME_FORMULA = "mean_us = MLComputePlan estimated_cost (the op's weight, 0..1) x median latency_ms x 1000"
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,8 @@ class IosAgent(DeviceAgent):
         link = self._link(unit.serial)
         bundle_id = self._bundle_id(unit)
         container = AppContainer(link, bundle_id)
-        model_path, input_files = self._push(container, request)
+        io_names = request_io_names(request)
+        model_path, input_files = self._push(container, request, io_names)
         job_id = uuid.uuid4().hex[:16]
         thermal_deadline_s = self._thermal_deadline_s(unit)
         job: dict[str, Any] = {
@@ -172,6 +176,9 @@ class IosAgent(DeviceAgent):
             "profile_ops": request.profile_ops,
             "thermal": {"wait_for": self.options.thermal_wait_for, "deadline_s": thermal_deadline_s},
             "inputs": input_files,
+            "outputs": [{"name": f.feature_name, "onnx_name": f.onnx_name} for f in io_names.outputs]
+            if io_names is not None
+            else [],
             "result_path": f"{JOBS_DIR}/{job_id}/result.json",
             "outputs_dir": f"{JOBS_DIR}/{job_id}/outputs",
         }
@@ -210,7 +217,9 @@ class IosAgent(DeviceAgent):
         profile = self.settings.profiles.get(unit.profile)
         return profile.thermal.cooldown_deadline_s if profile is not None else 600.0
 
-    def _push(self, container: AppContainer, request: RunRequest) -> tuple[str, list[dict[str, Any]]]:
+    def _push(
+        self, container: AppContainer, request: RunRequest, io_names: IoNameMap | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
         """Push the model and the inputs (each skipped when already there); their paths for the job."""
         if request.artifact.suffix not in MODEL_FORMATS:
             raise UsageError(f"{request.artifact}: the iOS agent takes {', '.join(MODEL_FORMATS)} models")
@@ -223,11 +232,23 @@ class IosAgent(DeviceAgent):
             dtype, data = tensor_bytes(request.inputs[name])
             files[f"{index}.bin"] = data
             shape = [int(d) for d in request.inputs[name].shape]
+            feature = io_names.input_feature(name) if io_names is not None else name
             described.append(
-                {"name": name, "dtype": dtype, "shape": shape, "path": f"{inputs_dir}/{index}.bin"}
+                {
+                    "name": feature,
+                    "onnx_name": name,
+                    "dtype": dtype,
+                    "shape": shape,
+                    "path": f"{inputs_dir}/{index}.bin",
+                }
             )
         container.push_cached(files, inputs_dir)
         return f"{model_dir}/{request.artifact.name}", described
+
+
+def request_io_names(request: RunRequest) -> IoNameMap | None:
+    """The job's I/O name map: the request's, else the one stored beside the artifact."""
+    return request.io_names if request.io_names is not None else load_io_names(request.artifact)
 
 
 def _device_run(outcome: JobOutcome) -> DeviceRun:
@@ -243,6 +264,7 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
             op_type=op.op_type,
             provider=op.preferred_device,
             mean_us=(op.estimated_cost or 0.0) * median_ms * 1000.0,
+            source="estimated",
         )
         for op in result.plan_ops
     ]
@@ -264,4 +286,6 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
         thermal_after=Thermal(status=result.thermal_after),
         runner=f"{result.runner} (iOS {result.os_version})",
         notes=notes,
+        placement_source="planned",
+        formulas={"op_times": OP_TIME_FORMULA} if ops else {},
     )

@@ -21,8 +21,8 @@ from farm.targets import Target
 
 JOB_SCHEMA = "job.schema.json"
 RESULT_SCHEMA = "result.schema.json"
-JOB_SCHEMA_ID = "farm.ios.job/1"
-RESULT_SCHEMA_ID = "farm.ios.result/1"
+JOB_SCHEMA_ID = "farm.ios.job/2"
+RESULT_SCHEMA_ID = "farm.ios.result/2"
 
 #: farm CoreML backend -> MLComputeUnits case name
 COMPUTE_UNITS: dict[str, str] = {
@@ -89,10 +89,13 @@ def inputs_digest(inputs: dict[str, np.ndarray]) -> str:
 
 @dataclass(frozen=True)
 class TensorFile:
+    #: the model's feature name
     name: str
     dtype: str
     shape: tuple[int, ...]
     path: str
+    #: the source model's name for it, as the job's I/O name map gave it (None: not in the map)
+    onnx_name: str | None = None
 
     def decode(self, data: bytes) -> np.ndarray:
         dtype = DTYPES[self.dtype]
@@ -106,7 +109,13 @@ class TensorFile:
         return np.frombuffer(data, dtype=dtype).reshape(self.shape).astype(dtype.newbyteorder("="))
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "path": self.path}
+        return {
+            "name": self.name,
+            "onnx_name": self.onnx_name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "path": self.path,
+        }
 
 
 @dataclass(frozen=True)
@@ -176,7 +185,7 @@ def parse_result(raw: bytes, job_id: str, where: str) -> RunnerResult:
         thermal_after=document["thermal"]["after"],
         thermal_waited_ms=float(document["thermal"]["waited_ms"]),
         outputs=[
-            TensorFile(o["name"], o["dtype"], tuple(int(d) for d in o["shape"]), o["path"])
+            TensorFile(o["name"], o["dtype"], tuple(int(d) for d in o["shape"]), o["path"], o["onnx_name"])
             for o in document["outputs"]
         ],
         plan_ops=ops,

@@ -54,7 +54,18 @@ def run_job(
         result = parse_result(raw, job_id, f"{link.serial}: job {job_id}")
         total = sum(int(np.prod(o.shape)) * 8 for o in result.outputs)
         blobs = container.read_all([o.path for o in result.outputs], total)
-        outputs = {o.name: o.decode(blob) for o, blob in zip(result.outputs, blobs, strict=True)}
+        # under their ONNX names (the job's I/O name map, echoed by the app; the host's own map
+        # where the app gave none): the reference diff compares like with like
+        onnx_names = {o["name"]: o["onnx_name"] for o in job["outputs"]}
+        outputs = {
+            o.onnx_name or onnx_names.get(o.name, o.name): o.decode(blob)
+            for o, blob in zip(result.outputs, blobs, strict=True)
+        }
+        if len(outputs) != len(result.outputs):
+            raise DeviceError(
+                f"{link.serial}: job {job_id}: two outputs of the result file carry one name",
+                hint="rebuild FarmRunner from agents/ios/FarmRunner for this farm version",
+            )
     finally:
         _cleanup(container, job_dir)
     return JobOutcome(result, outputs)

@@ -1,7 +1,9 @@
 """A host stand-in for the FarmRunner app, for tests and demos without an iPhone.
 
-It implements the runner contract (docs/ios-runner.md) as the Swift app does, with
-ONNX Runtime's CPU execution provider standing in for CoreML: it reads the job file from
+It implements the runner contract (docs/ios-runner.md) as the Swift app does. An `.mlpackage`
+runs as the compiled ML Program in the farm's MIL executor, under the model's feature names
+(`standin_mlprogram.py`: the names CoreML gave, exactly as on the phone); an `.onnx` model runs
+with ONNX Runtime's CPU execution provider standing in for CoreML. It reads the job file from
 the fake phone's container, waits for a nominal thermal state, loads the model, times real
 predictions, profiles one pass for the per-op table, and writes outputs and the result
 file last, atomically. Every number it reports is measured on this host, by this process;
@@ -27,6 +29,7 @@ from agents.base import AgentSettings
 from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
 from agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_ID, contract_errors
 from agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess, FakeProvider
+from agents.ios.standin_mlprogram import JobMismatch, measure_ml_program
 
 STANDIN_NAME = "FarmRunner host stand-in (onnxruntime CPU)"
 STANDIN_VERSION = "0.1.0"
@@ -90,11 +93,16 @@ class StandInRunner:
             wanted, deadline_s = job["thermal"]["wait_for"], job["thermal"]["deadline_s"]
             message = f"thermal state stayed above {wanted} for {deadline_s} s"
             return {**header, "status": "error", "error": {"kind": "thermal", "message": message}}
-        if job["model"]["format"] != "onnx":
-            message = f"the host stand-in runs ONNX models only, not {job['model']['format']}"
+        if job["model"]["format"] not in ("onnx", "mlpackage"):
+            message = f"the host stand-in runs .onnx and .mlpackage models only, not {job['model']['format']}"
             return {**header, "status": "error", "error": {"kind": "compile", "message": message}}
         try:
-            measured = _measure(files, job)
+            if job["model"]["format"] == "mlpackage":
+                measured = measure_ml_program(files, job)
+            else:
+                measured = _measure(files, job)
+        except JobMismatch as exc:
+            return {**header, "status": "error", "error": {"kind": "job", "message": str(exc)}}
         except Exception as exc:  # the app reports any failure in its result file
             return {**header, "status": "error", "error": {"kind": "predict", "message": str(exc)}}
         return {
@@ -151,7 +159,16 @@ def _measure(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
         path = f"{job['outputs_dir']}/{index}.bin"
         data = np.ascontiguousarray(np.asarray(value), dtype=DTYPES[dtype])
         files.write(path, data.tobytes())
-        written.append({"name": meta.name, "dtype": dtype, "shape": list(data.shape), "path": path})
+        onnx_names = {o["name"]: o["onnx_name"] for o in job["outputs"]}
+        written.append(
+            {
+                "name": meta.name,
+                "onnx_name": onnx_names.get(meta.name),
+                "dtype": dtype,
+                "shape": list(data.shape),
+                "path": path,
+            }
+        )
     if job["profile_ops"]:
         plan: dict[str, Any] = {"available": True, "ops": _profiled_ops(model, feeds)}
     else:

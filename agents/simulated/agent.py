@@ -107,4 +107,6 @@ class SimulatedAgent(DeviceAgent):
             outputs={},
             runner="simulated",
             notes=["simulated unit: synthetic timings, no outputs"],
+            latency_source="synthetic",
+            placement_source="synthetic",
         )

@@ -24,7 +24,7 @@ BYTES_PER_MB = 1024 * 1024
 TRACE_ARGS = ("op_name", "provider", "node_index")
 
 
-def op_table(ops: list[OpTiming]) -> list[dict[str, Any]]:
+def op_table(ops: list[OpTiming], placement_source: str = "measured") -> list[dict[str, Any]]:
     total = sum(op.mean_us for op in ops) or 1.0
     return [
         {
@@ -33,9 +33,26 @@ def op_table(ops: list[OpTiming]) -> list[dict[str, Any]]:
             "provider": op.provider,
             "mean_us": round(op.mean_us, 3),
             "share": round(op.mean_us / total, 6),
+            "time_source": op.source,
+            "placement_source": placement_source,
         }
         for op in ops
     ]
+
+
+def provenance(run: DeviceRun, ops: list[OpTiming]) -> dict[str, Any]:
+    """How each kind of figure in the job was obtained (docs/results.md, "Provenance")."""
+    times = sorted({op.source for op in ops})
+    return {
+        "latency": run.latency_source,
+        "op_times": (times[0] if len(times) == 1 else "mixed") if times else None,
+        "placement": run.placement_source if ops or run.placement else None,
+        "fallbacks": run.placement_source if ops or run.placement else None,
+        "outputs": ("synthetic" if run.latency_source == "synthetic" else "measured")
+        if run.outputs
+        else None,
+        "formulas": dict(run.formulas),
+    }
 
 
 def fallback_table(ops: list[dict[str, Any]], target: Target) -> list[dict[str, Any]]:
@@ -170,7 +187,7 @@ def job_document(
     reference_model: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A complete job: `base` carries ids, device, model and timing of the job itself."""
-    ops = op_table(run.ops)
+    ops = op_table(run.ops, run.placement_source)
     check = compare_outputs(reference, run.outputs, tolerance, no_outputs_reason=_no_outputs_reason(run))
     reference_doc = reference_section(check, reference_model)
     for name, entry in reference_doc["outputs"].items():
@@ -197,6 +214,7 @@ def job_document(
         reference=reference_doc,
         thermal={"before": _thermal(run.thermal_before), "after": _thermal(run.thermal_after)},
         notes=list(artifact.report.notes) + list(run.notes),
+        provenance=provenance(run, run.ops),
         trace_events=slim_trace(run.trace_events),
         warm_load_ms=run.warm_load_ms,
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from farm.artifacts import ArtifactStore
+from farm.compile.io_names import save_io_names
 from farm.compile.report import CompiledArtifact
 from farm.errors import UsageError, install_hint
 from farm.targets import Target
@@ -43,7 +44,11 @@ def compile_for_target(
                 model_path, target, Path(tmp), precision=coreml_precision, input_shapes=input_shapes
             )
             sha, path = store.put(built.path, built.path.name)
-        return CompiledArtifact(target=target, path=path, sha256=sha, report=built.report)
+        if built.io_names is not None:  # stored with the artifact, under the same content hash
+            save_io_names(built.io_names, path)
+        return CompiledArtifact(
+            target=target, path=path, sha256=sha, report=built.report, io_names=built.io_names
+        )
     raise UsageError(f"no compiler for runtime {target.runtime!r}")
 
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from farm.compile.io_names import IoNameMap
 from farm.targets import Target
 
 
@@ -56,6 +57,8 @@ class CompiledArtifact:
     path: Path
     sha256: str
     report: CompileReport
+    #: ONNX name <-> the compiled model's feature name, where the compile renames (CoreML)
+    io_names: IoNameMap | None = None
 
 
 def op_count_changes(before: Counter[str], after: Counter[str]) -> list[OpCountChange]:

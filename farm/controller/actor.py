@@ -8,7 +8,6 @@ call wait rather than share the device.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,8 @@ from typing import Any
 
 from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 from agents.registry import agent_class
+from farm.artifacts import ShippedArtifact, unpack_artifact
+from farm.errors import DeviceError
 
 #: a host's own unit takes its serial from this setting (FARM_AGENT_HOST_SERIAL) when set, so
 #: several nodes on one machine, or hosts with one hostname, still have distinct units
@@ -65,16 +66,16 @@ class DeviceActorImpl:
         if not path.exists():  # written only once verified: a cached artifact is not fetched again
             import ray
 
-            data: bytes = ray.get(blob)
-            data_sha = hashlib.sha256(data).hexdigest()
-            if data_sha != request.artifact_sha256:
-                raise ValueError(
-                    f"shipped artifact is {data_sha[:12]}, expected {request.artifact_sha256[:12]}"
+            # Ray resolves an ObjectRef passed as a task's argument before the call: `blob` is
+            # the shipped value here, a ref only where a caller nested it
+            shipped = ray.get(blob) if isinstance(blob, ray.ObjectRef) else blob
+            if isinstance(shipped, bytes):  # a file's bytes, as a submitter of an older farm ships
+                shipped = ShippedArtifact(request.artifact.name, request.artifact_sha256, False, shipped)
+            if shipped.sha256 != request.artifact_sha256:
+                raise DeviceError(
+                    f"shipped artifact is {shipped.sha256[:12]}, expected {request.artifact_sha256[:12]}"
                 )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(path.suffix + ".partial")
-            partial.write_bytes(data)
-            partial.rename(path)
+            path = unpack_artifact(shipped, self.cache_dir)
         return dataclasses.replace(request, artifact=path)
 
     def run_job(self, request: RunRequest, blob: Any = None) -> JobOnUnit:

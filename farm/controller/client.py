@@ -62,13 +62,16 @@ class FleetClient:
                     f"(units found of the platforms asked for: {attached})"
                 )
 
-    def ship(self, path: Path) -> Any:
-        """The artifact's bytes in the object store, for nodes without the submitter's files."""
+    def ship(self, path: Path, sha256: str | None = None) -> Any:
+        """The artifact in the object store, for nodes without the submitter's files: a file, or a
+        directory (`.mlpackage`) as one archive; the node checks the tree's sha256 on arrival."""
         import ray
 
-        if self.embedded or not path.is_file() or path.stat().st_size > MAX_SHIPPED_BYTES:
+        from farm.artifacts import pack_artifact, sha256_path, tree_size_bytes
+
+        if self.embedded or not path.exists() or tree_size_bytes(path) > MAX_SHIPPED_BYTES:
             return None
-        return ray.put(path.read_bytes())
+        return ray.put(pack_artifact(path, sha256 or sha256_path(path)))
 
     def run(
         self, specs: list[JobSpec], on_event: Callable[[JobEvent], None] | None = None

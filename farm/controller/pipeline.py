@@ -281,7 +281,7 @@ def plan_model(
             )
             continue
         if artifact.sha256 not in shipped:
-            shipped[artifact.sha256] = client.ship(artifact.path)
+            shipped[artifact.sha256] = client.ship(artifact.path, artifact.sha256)
         planned.bases[job_id] = (base, artifact)
         planned.specs.append(
             JobSpec(
@@ -300,6 +300,7 @@ def plan_model(
                     sustained_window_s=request.sustained_window_s,
                     # the job's deadline grows with the sustained phase it asks for
                     timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
+                    io_names=artifact.io_names,
                 ),
                 artifact_blob=shipped[artifact.sha256],
                 expected_s=expected_s(base) if expected_s is not None else None,

@@ -49,8 +49,14 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Seconds into the newest job's sustained run until it first throttled (absent: it did not).", RESULT,
     ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
-    "farm_ops": ("Ops of the newest job by the backend that ran them.", (*RESULT, "backend")),
-    "farm_cpu_fallback_ops": ("Ops run on the CPU although the target asked for an accelerator.", RESULT),
+    "farm_ops": (
+        "Ops of the newest job by the backend that ran them (source: measured, planned or synthetic).",
+        (*RESULT, "backend", "source"),
+    ),
+    "farm_cpu_fallback_ops": (
+        "Ops run on the CPU although the target asked for an accelerator (source: as farm_ops).",
+        (*RESULT, "source"),
+    ),
     "farm_partitions": ("Subgraphs the model was split into between backends.", RESULT),
     "farm_reference_max_abs_error": ("Largest absolute error against the host reference.", RESULT),
     "farm_reference_snr_db": ("Lowest signal-to-noise ratio against the host reference, dB.", RESULT),
@@ -214,10 +220,11 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
         add("farm_sustained_throttle_seconds", result, result.sustained_throttle_s)
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
         for backend, count in sorted(result.ops_by_backend.items()):
-            add("farm_ops", result, float(count), backend)
-        add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops))
+            add("farm_ops", result, float(count), backend, result.placement_source)
+        add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops), result.placement_source)
         add("farm_partitions", result, None if result.partitions is None else float(result.partitions))
-        if result.reference is not None:
+        # a simulated unit computes no outputs: no reference series, so no reference alert fires
+        if result.reference is not None and result.latency_source != "synthetic":
             add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
             add("farm_reference_snr_db", result, result.reference.snr_db)
             if result.reference.passed is not None:

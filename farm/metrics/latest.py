@@ -41,6 +41,8 @@ JOB_PATHS: tuple[str, ...] = (
     "$.warm_load_ms",
     "$.sustained.summary.slowdown",
     "$.sustained.summary.time_to_first_throttle_s",
+    "$.provenance.latency",
+    "$.provenance.placement",
 )
 
 
@@ -79,6 +81,11 @@ class LatestResult:
     #: steady-state p50 / first-span p50 of a sustained run; None without one
     sustained_slowdown: float | None = None
     sustained_throttle_s: float | None = None
+    #: how the op counts were obtained: "measured" (the profiled run), "planned" (MLComputePlan,
+    #: or the compiler's placement where the run has no op profile), "synthetic"
+    placement_source: str = "measured"
+    #: "synthetic" for a simulated unit: its reference series are never exported
+    latency_source: str = "measured"
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -139,6 +146,10 @@ def parse_latest(values: list[Any]) -> LatestResult:
     # The profiled run says where ops really ran; a run without an op profile falls back to
     # where the compiler placed them.
     ops = _counts(doc["$.placement"]) or _counts(doc["$.compile.placement"])
+    if _counts(doc["$.placement"]):
+        placement_source = str(doc["$.provenance.placement"] or "measured")
+    else:
+        placement_source = "planned"
     fallbacks = doc["$.fallback_ops"] if doc["$.placement"] else doc["$.compile.fallback_ops"]
     partitions = _number(doc["$.compile.partitions"])
     temperatures = doc["$.thermal.after.temperatures_c"]
@@ -166,4 +177,6 @@ def parse_latest(values: list[Any]) -> LatestResult:
         warm_load_s=_scaled(doc["$.warm_load_ms"], 1 / MS_PER_S),
         sustained_slowdown=_number(doc["$.sustained.summary.slowdown"]),
         sustained_throttle_s=_number(doc["$.sustained.summary.time_to_first_throttle_s"]),
+        placement_source=placement_source,
+        latency_source=str(doc["$.provenance.latency"] or "measured"),
     )

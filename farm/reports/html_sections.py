@@ -12,6 +12,14 @@ from farm.reports import svg
 from farm.reports.alignment import describe
 from farm.reports.compare import Column, backend_name, fusion_differences
 from farm.reports.document import Report
+from farm.reports.provenance import (
+    LEGEND,
+    op_times_estimated,
+    placement_mark,
+    time_caveat,
+    time_mark,
+)
+from farm.reports.provenance import describe as describe_provenance
 
 
 def css() -> str:
@@ -259,6 +267,11 @@ def placement(report: Report) -> str:
             )
         ]
     )
+    estimated = [c.label + time_caveat(c.job) for c in timed if op_times_estimated(c.job)]
+    if estimated:  # the plot draws estimated per-op times like measured ones: say which they are
+        parts.append(
+            f'<p class="muted"><span class="est">est.</span>not measured: {e("; ".join(estimated))}</p>'
+        )
     if report.alignment is not None:
         names = [s.name for s in report.nodes]
         strips: list[tuple[str, list[tuple[str, str]]]] = []
@@ -304,17 +317,44 @@ def placement(report: Report) -> str:
             [
                 e(o["name"]),
                 e(o.get("op_type", "")),
-                _swatch(backend_name(str(o.get("provider") or "?"))),
-                _num(float(o.get("mean_us") or 0) / 1000),
+                _swatch(backend_name(str(o.get("provider") or "?"))) + e(placement_mark(o)),
+                _marked_time(o),
                 f"{float(o.get('share') or 0) * 100:.1f}%",
             ]
             for o in top
         ]
+        # open where the times are estimates: the "est." cells are what a reader must not miss
         parts.append(
-            f"<details><summary>Slowest kernels on {e(c.label)}</summary>"
+            f"<details{' open' if op_times_estimated(c.job) else ''}><summary>Slowest kernels on {e(c.label)}"
+            f"{e(time_caveat(c.job))}</summary>"
             + _table(["kernel", "op type", "backend", "ms", "share"], rows, numeric={3, 4})
             + "</details>"
         )
+    return "".join(parts)
+
+
+def _marked_time(op: dict[str, Any]) -> str:
+    mark = time_mark(op)
+    value = _num(float(op.get("mean_us") or 0) / 1000)
+    if not mark:
+        return value
+    return f'<span class="est" title="{e(op.get("time_source"))}: not measured">{e(mark)}</span>{value}'
+
+
+def provenance(columns: list[Column]) -> str:
+    """Per job, how each kind of figure was obtained, the legend of the marks, and the job's notes."""
+    ok = [c for c in columns if c.ok]
+    rows = [[e(c.label), e(what), e(how)] for c in ok for what, how in describe_provenance(c.job)]
+    legend = "".join(f"<li><b>{e(mark)}</b>: {e(text)}</li>" for mark, text in LEGEND)
+    parts = [
+        '<div class="legend"><h3>Legend</h3><ul>' + legend + "</ul></div>",
+        _table(["job", "figure", "how it was obtained"], rows) if rows else "",
+    ]
+    for c in columns:
+        notes = [str(n) for n in c.job.get("notes") or []]
+        if notes:
+            items = "".join(f"<li>{e(n)}</li>" for n in notes)
+            parts.append(f"<h3>Notes on {e(c.label)}</h3><ul class=notes>{items}</ul>")
     return "".join(parts)
 
 

@@ -14,6 +14,7 @@ from farm.analysis.reference_state import FAILED, PASSED, reference_state
 from farm.compile.placement import short_provider
 from farm.reports.fit import fit_table, table_width
 from farm.reports.kernel_sources import kernel_sources_of
+from farm.reports.provenance import describe, placement_mark, time_mark
 from farm.reports.sustained_text import sustained_lines
 
 TOP_OPS = 8
@@ -158,11 +159,15 @@ def _ops_table(job: dict[str, Any], top: int, sources: dict[str, list[str]] | No
         elif sources is not None:
             cells.append(_sources_cell(sources.get(op["name"])))
         cells += [
-            op["provider"].removesuffix("ExecutionProvider"),
-            f"{op['mean_us']:.1f}",
+            op["provider"].removesuffix("ExecutionProvider") + placement_mark(op),
+            f"{time_mark(op)}{op['mean_us']:.1f}",
             f"{op['share'] * 100:.1f}%",
         ]
         table.add_row(*cells)
+    legend = [f"{label}: {how}" for label, how in describe(job) if not how.startswith("measured")]
+    if legend:  # the legend under the table: which of its figures were not measured, and how
+        table.caption = "; ".join(legend)
+        table.caption_justify = "left"
     return table
 
 

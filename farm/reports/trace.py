@@ -96,7 +96,13 @@ def job_trace_events(job: dict[str, Any], pid: int = 1) -> list[dict[str, Any]]:
                 "dur": dur,
                 "pid": pid,
                 "tid": lanes[backend],
-                "args": {"op_name": op.get("op_type"), "provider": op.get("provider"), "synthesised": True},
+                "args": {
+                    "op_name": op.get("op_type"),
+                    "provider": op.get("provider"),
+                    "synthesised": True,
+                    # how the duration was obtained: an iOS op's is an estimate (docs/results.md)
+                    "time_source": op.get("time_source", "measured"),
+                },
             }
         )
         ts += dur

@@ -95,9 +95,13 @@ class LocalCluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def _ray_start(self, name: str, ip: str, args: list[str], num_cpus: int) -> Node:
+    def _ray_start(
+        self, name: str, ip: str, args: list[str], num_cpus: int, prefix: tuple[str, ...] = ()
+    ) -> Node:
+        """`prefix`: a command the node's `ray start` runs under (e.g. another mount namespace)."""
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the node
         command = [
+            *prefix,
             str(VENV_BIN / "ray"),
             "start",
             "--block",
@@ -122,12 +126,18 @@ class LocalCluster:
         wait_port("127.0.0.1", self.port, 60)
 
     def add_node(
-        self, name: str, ip: str, num_cpus: int = 1, attempts: int = 3, timeout_s: float = 120
+        self,
+        name: str,
+        ip: str,
+        num_cpus: int = 1,
+        attempts: int = 3,
+        timeout_s: float = 120,
+        prefix: tuple[str, ...] = (),
     ) -> Node:
         """Start a worker node and wait until it runs. On a loaded machine a worker's first RPCs to
         the GCS can time out and its `ray start` exits: it is started again, up to `attempts` times."""
         for attempt in range(attempts):
-            node = self._ray_start(name, ip, [f"--address={self.address}"], num_cpus)
+            node = self._ray_start(name, ip, [f"--address={self.address}"], num_cpus, prefix)
             deadline = time.monotonic() + timeout_s
             while "Ray runtime started" not in self.log(name):
                 if node.process.poll() is not None or time.monotonic() > deadline:

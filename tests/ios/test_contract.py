@@ -30,7 +30,8 @@ def test_the_example_result_reads_as_timings_outputs_and_placement() -> None:
     result = parse_result(raw, "3f9c2a7b1d0e4c55", "phone")
 
     assert (result.compile_ms, result.load_ms, result.first_inference_ms) == (412.7, 96.3, 7.9)
-    assert [o.name for o in result.outputs] == ["logits"]
+    # the feature name the app wrote, and the ONNX name it echoed from the job's output list
+    assert [(o.name, o.onnx_name) for o in result.outputs] == [("t_495", "495")]
     assert {op.name: op.preferred_device for op in result.plan_ops}["conv_0"] == "ANE"
     assert (result.thermal_before, result.thermal_after) == ("nominal", "fair")
 
@@ -42,6 +43,8 @@ def test_the_example_result_reads_as_timings_outputs_and_placement() -> None:
         (lambda d: d.update(compute_units="neuralEngine"), "compute_units"),
         (lambda d: d["model"].update(path="/private/var/model.mlpackage"), "model/path"),
         (lambda d: d["inputs"][0].update(dtype="int64"), "inputs/0/dtype"),
+        (lambda d: d["inputs"][0].pop("onnx_name"), "inputs/0"),
+        (lambda d: d.pop("outputs"), "(top)"),
     ],
 )
 def test_a_job_file_that_breaks_the_schema_is_named_by_field(change: Any, where: str) -> None:
@@ -61,7 +64,7 @@ def test_an_ok_result_without_timings_breaks_the_contract_with_a_clear_error() -
 
 def test_a_result_that_is_not_json_says_so() -> None:
     with pytest.raises(DeviceError, match="not JSON"):
-        parse_result(b'{"schema": "farm.ios.result/1", "job', "3f9c2a7b1d0e4c55", "phone")
+        parse_result(b'{"schema": "farm.ios.result/2", "job', "3f9c2a7b1d0e4c55", "phone")
 
 
 @pytest.mark.parametrize(

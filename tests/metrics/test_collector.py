@@ -62,8 +62,8 @@ def test_latest_result_in_base_units(store_path: Path, real_run: RealRun) -> Non
     if job["peak_memory_mb"] is not None:
         assert value("farm_peak_memory_bytes", SERIES) == pytest.approx(job["peak_memory_mb"] * 1024 * 1024)
     for backend, count in job["placement"].items():
-        assert value("farm_ops", {**SERIES, "backend": backend}) == count
-    assert value("farm_cpu_fallback_ops", SERIES) == 0  # CPU is what ort/cpu asked for
+        assert value("farm_ops", {**SERIES, "backend": backend, "source": "measured"}) == count
+    assert value("farm_cpu_fallback_ops", {**SERIES, "source": "measured"}) == 0  # what ort/cpu asked for
     assert value("farm_partitions", SERIES) == job["compile"]["partitions"]
     output = job["reference"]["outputs"]["probabilities"]
     assert value("farm_reference_max_abs_error", SERIES) == pytest.approx(output["max_abs"])
@@ -122,7 +122,7 @@ def test_failing_reference_and_accelerator_fallbacks(store_path: Path, real_run:
         store.add_job(job["run_id"], failing)
     registry = farm_registry(FarmCollector(store_path))
     nnapi = {**SERIES, "target": "ort/nnapi"}
-    assert registry.get_sample_value("farm_cpu_fallback_ops", nnapi) == 3
+    assert registry.get_sample_value("farm_cpu_fallback_ops", {**nnapi, "source": "measured"}) == 3
     assert registry.get_sample_value("farm_reference_passed", nnapi) == 0
     assert registry.get_sample_value("farm_reference_passed", SERIES) == 1
 
@@ -213,6 +213,7 @@ def test_conventions_help_units_and_bounded_labels(store_path: Path, real_run: R
         "target",
         "quantile",
         "backend",
+        "source",
         "unit",
         "sensor",
         "status",
@@ -286,3 +287,32 @@ def test_a_scrape_never_sees_half_a_write(store_path: Path, real_run: RealRun) -
         stop.set()
         thread.join(timeout=30)
     assert written and written[0] > 5 and scrapes > 5
+
+
+def test_planned_placement_is_labelled_and_a_simulated_unit_exports_no_reference(
+    store_path: Path, real_run: RealRun
+) -> None:
+    """Op counts say how they were obtained (`source`); a simulated unit's synthetic job, which has
+    no outputs, exports no reference series, so no reference alert can fire on it."""
+    job = real_run.job
+    planned = _variant(
+        job, device="iphone15", target="coreml/ane", placement={"ANE": 7, "CPU": 2},
+        provenance={"latency": "measured", "op_times": "estimated", "placement": "planned",
+                    "fallbacks": "planned", "formulas": {}},
+    )  # fmt: skip
+    synthetic = _variant(
+        job, device="simulated", reference={**job["reference"], "outputs": {}, "passed": False},
+        provenance={"latency": "synthetic", "op_times": None, "placement": "synthetic",
+                    "fallbacks": "synthetic", "formulas": {}},
+    )  # fmt: skip
+    with ResultsStore(store_path) as store:
+        store.add_job(job["run_id"], planned)
+        store.add_job(job["run_id"], synthetic)
+    registry = farm_registry(FarmCollector(store_path))
+    iphone = {**SERIES, "device": "iphone15", "target": "coreml/ane"}
+    assert registry.get_sample_value("farm_ops", {**iphone, "backend": "ANE", "source": "planned"}) == 7
+    assert registry.get_sample_value("farm_ops", {**iphone, "backend": "ANE", "source": "measured"}) is None
+    simulated = {**SERIES, "device": "simulated"}
+    assert registry.get_sample_value("farm_session_load_seconds", simulated) is not None
+    assert registry.get_sample_value("farm_reference_passed", simulated) is None
+    assert registry.get_sample_value("farm_reference_passed", SERIES) == 1  # a measured job still has it

@@ -93,3 +93,28 @@ def test_an_unreachable_pushgateway_is_one_farm_error() -> None:
     with pytest.raises(FarmError) as raised:
         push_run_summary(f"http://127.0.0.1:{port}", {"status": "complete"}, [], timeout_s=5)
     assert f"127.0.0.1:{port}" in raised.value.message and "--pushgateway" in raised.value.hint
+
+
+def test_a_simulated_job_pushes_latency_but_no_reference_series() -> None:
+    from farm.metrics.pushgateway import summary_registry
+
+    def job(device: str, latency: str) -> dict[str, object]:
+        return {
+            "status": "ok", "model": {"name": "m"}, "device": device, "target": "ort/cpu",
+            "started_at": 1.0, "finished_at": 2.0, "latency_ms": {"p50": 2.0, "p90": 3.0, "p99": 4.0},
+            "reference": {"passed": False, "outputs": {}, "missing_outputs": ["y"]},
+            "provenance": {"latency": latency},
+        }  # fmt: skip
+
+    registry = summary_registry(
+        {"run_id": "r", "suite": "s"}, [job("simulated", "synthetic"), job("host-cpu", "measured")], 3.0
+    )
+    simulated = {"model": "m", "device": "simulated", "target": "ort/cpu"}
+    assert (
+        registry.get_sample_value("farm_nightly_inference_latency_seconds", {**simulated, "quantile": "0.5"})
+        == 0.002
+    )
+    assert registry.get_sample_value("farm_nightly_reference_passed", simulated) is None
+    assert (
+        registry.get_sample_value("farm_nightly_reference_passed", {**simulated, "device": "host-cpu"}) == 0
+    )

@@ -23,7 +23,6 @@ from farm.compile.coreml.lowering import (
     NotLowerable,
     Unlowered,
     lower_graph,
-    mil_name,
 )
 from farm.compile.coreml.onnx_graph import (
     MAX_OPSET,
@@ -44,6 +43,7 @@ from farm.compile.coreml.report import (
 )
 from farm.compile.coreml.table import lowering_table
 from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
+from farm.compile.io_names import Feature, IoNameMap, save_io_names
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
 from farm.errors import CompileError, ModelError, UsageError, install_hint
 from farm.targets import COREML_COMPUTE_UNITS, Target
@@ -243,19 +243,41 @@ def compile_coreml(
         },
     )
     _add_placement(report, package, compute_units)
-    return CompiledArtifact(target=target, path=package, sha256=tree_sha256(package), report=report)
+    io_names = io_name_map(io)
+    save_io_names(io_names, package)
+    return CompiledArtifact(
+        target=target, path=package, sha256=tree_sha256(package), report=report, io_names=io_names
+    )
 
 
 def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
-    by_name = {entry["name"]: entry["dtype"] for entry in io["inputs"]}
     notes = []
-    for info in graph.inputs:
+    for info, entry in zip(graph.inputs, io["inputs"], strict=True):
         if info.dtype_name in ("int64", "float64"):
             notes.append(
-                f"input {info.name} is {info.dtype_name} in ONNX and {by_name.get(mil_name(info.name), '?')} "
+                f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} "
                 "in the ML Program, which holds no 64-bit tensors"
             )
     return notes
+
+
+def io_name_map(io: dict[str, list[dict[str, Any]]]) -> IoNameMap:
+    """The artifact's I/O name map, from the spec's entries once `_renamed` gave them ONNX names."""
+
+    def features(entries: list[dict[str, Any]]) -> tuple[Feature, ...]:
+        return tuple(
+            Feature(
+                onnx_name=str(e.get("onnx_name", e["name"])),
+                feature_name=str(e["name"]),
+                dtype=str(e["dtype"]),
+                shape=tuple(int(d) for d in e["shape"]),
+            )
+            for e in entries
+        )
+
+    io_names = IoNameMap(inputs=features(io["inputs"]), outputs=features(io["outputs"]))
+    io_names.check_unique()
+    return io_names
 
 
 def _renamed(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -308,7 +330,11 @@ def _take_package(source: Path, target: Target, package: Path, compute_units: st
         },
     )
     _add_placement(report, package, compute_units)
-    return CompiledArtifact(target=target, path=package, sha256=tree_sha256(package), report=report)
+    io_names = io_name_map(report.extra)  # a package taken as it is: its own names are the names
+    save_io_names(io_names, package)
+    return CompiledArtifact(
+        target=target, path=package, sha256=tree_sha256(package), report=report, io_names=io_names
+    )
 
 
 def _add_placement(report: CompileReport, package: Path, compute_units: str) -> None:

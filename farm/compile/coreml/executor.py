@@ -12,6 +12,8 @@ layout ops whose value_inference only knows static shapes, run in `kernels.py`.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,10 +35,16 @@ class _Held:
 
 
 def run_program(
-    program: Any, feeds: dict[str, np.ndarray], trace: dict[str, np.ndarray] | None = None
+    program: Any,
+    feeds: dict[str, np.ndarray],
+    trace: dict[str, np.ndarray] | None = None,
+    on_op: Callable[[Any, float], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Outputs of the program's `main` function by MIL output name; `feeds` by MIL input name.
-    `trace`, where given, receives every op's outputs by MIL var name (for per-layer drift)."""
+
+    `trace`, where given, receives every op's outputs by MIL var name (for per-layer drift);
+    `on_op(op, seconds)` hears how long each op took here (the host stand-in's profiled pass).
+    """
     from coremltools.converters.mil.mil import types
 
     function = program.functions["main"]
@@ -46,12 +54,15 @@ def run_program(
             raise ExecutorError(f"no value fed for input {name!r}")
         env[id(var)] = np.asarray(feeds[name]).astype(types.nptype_from_builtin(var.dtype))
     for op in function.operations:
+        started = time.perf_counter()
         try:
             results = _run_op(op, env)
         except ExecutorError:
             raise
         except Exception as exc:  # numpy and value_inference raise anything on inputs they cannot take
             raise ExecutorError(f"{op.op_type} ({op.name}): {exc}") from exc
+        if on_op is not None:
+            on_op(op, time.perf_counter() - started)
         for var, value in zip(op.outputs, results, strict=True):
             env[id(var)] = np.asarray(value).astype(types.nptype_from_builtin(var.dtype), copy=False)
             if trace is not None:

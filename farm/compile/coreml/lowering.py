@@ -170,6 +170,7 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
     placeholders: dict[str, Any] = {}
     input_names: dict[str, str] = {}
     symbols: dict[str, Any] = {}
+    taken: set[str] = set()
     for info in graph.inputs:
         if info.elem_type not in MIL_DTYPES:
             raise NotLowerable(
@@ -178,7 +179,12 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
         if not info.shape:
             raise NotLowerable(f"input {info.name} is a scalar; ML Program inputs have rank 1 or more")
         shape = [d if isinstance(d, int) else symbols.setdefault(d, get_new_symbol()) for d in info.shape]
-        name = mil_name(info.name)
+        # `a.b` and `a_b` both sanitise to `a_b`: the second input gets a suffix, as outputs do
+        base = mil_name(info.name)
+        name, n = base, 1
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
         input_names[info.name] = name
         dtype = types.string_to_builtin(MIL_DTYPES[info.elem_type])
         placeholders[name] = mb.placeholder(shape=shape, dtype=dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from farm.reports.compare import Comparison
 from farm.reports.findings.base import Finding, pct
+from farm.reports.provenance import time_caveat
 
 #: a graph split into more pieces than this pays a hand-over at each border
 MANY_PARTITIONS = 3
@@ -30,6 +31,7 @@ def cpu_fallbacks(comparison: Comparison) -> list[Finding]:
                 f"{count} back to CPU on {column.label}, costing {pct(share)} of the op time; the "
                 "largest "
                 f"is {largest.name} ({largest.op_type}, {largest.mean_us / 1000:.3f} ms)"
+                f"{time_caveat(column.job)}"
             )
         if transfer_us:
             text += f"; copies around them add {transfer_us / 1000:.3f} ms"

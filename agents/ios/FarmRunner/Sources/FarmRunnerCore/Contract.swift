@@ -1,20 +1,17 @@
 // The runner contract (agents/ios/runner_contract/*.schema.json), as Codable types.
-// JSON keys are snake_case; `ContractCoding` converts them to and from these camelCase names.
+// Every type spells its JSON keys in an explicit `CodingKeys` enum: the host's tests parse them
+// (tests/ios/test_swift_contract.py) and check each against the schemas, since no Mac builds this
+// on the host. Keep the keys here and in the schemas in lock-step.
 import Foundation
 
 public enum ContractCoding {
-    public static let jobSchema = "farm.ios.job/1"
-    public static let resultSchema = "farm.ios.result/1"
+    public static let jobSchema = "farm.ios.job/2"
+    public static let resultSchema = "farm.ios.result/2"
 
-    public static var decoder: JSONDecoder {
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        return decoder
-    }
+    public static var decoder: JSONDecoder { JSONDecoder() }
 
     public static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }
@@ -40,17 +37,50 @@ public enum ThermalLevel: String, Codable, Sendable, Comparable {
 }
 
 /// A tensor stored as raw little-endian C-order bytes at `path` (relative to the app's home).
+/// `name` is the model's feature name; `onnxName` the source model's name for the same tensor
+/// (the host's I/O name map): the app keys features by `name` and echoes `onnxName` back.
 public struct TensorFile: Codable, Sendable, Equatable {
     public let name: String
+    public let onnxName: String?
     public let dtype: String  // float32 | float16 | float64 | int32
     public let shape: [Int]
     public let path: String
 
-    public init(name: String, dtype: String, shape: [Int], path: String) {
+    enum CodingKeys: String, CodingKey {
+        case name
+        case onnxName = "onnx_name"
+        case dtype
+        case shape
+        case path
+    }
+
+    public init(name: String, onnxName: String?, dtype: String, shape: [Int], path: String) {
         self.name = name
+        self.onnxName = onnxName
         self.dtype = dtype
         self.shape = shape
         self.path = path
+    }
+
+    /// `onnx_name` is written even when null: the result schema requires the key.
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(onnxName, forKey: .onnxName)
+        try container.encode(dtype, forKey: .dtype)
+        try container.encode(shape, forKey: .shape)
+        try container.encode(path, forKey: .path)
+    }
+}
+
+/// One output of the job's I/O name map: the model's output feature and its ONNX name.
+public struct OutputName: Codable, Sendable, Equatable {
+    public let name: String
+    public let onnxName: String
+
+    enum CodingKeys: String, CodingKey {
+        case name
+        case onnxName = "onnx_name"
     }
 }
 
@@ -59,11 +89,22 @@ public struct JobFile: Codable, Sendable {
         public let path: String
         public let format: String  // mlpackage | mlmodel | mlmodelc
         public let sha256: String
+
+        enum CodingKeys: String, CodingKey {
+            case path
+            case format
+            case sha256
+        }
     }
 
     public struct Thermal: Codable, Sendable {
         public let waitFor: ThermalLevel
         public let deadlineS: Double
+
+        enum CodingKeys: String, CodingKey {
+            case waitFor = "wait_for"
+            case deadlineS = "deadline_s"
+        }
     }
 
     public let schema: String
@@ -75,14 +116,40 @@ public struct JobFile: Codable, Sendable {
     public let profileOps: Bool
     public let thermal: Thermal
     public let inputs: [TensorFile]
+    public let outputs: [OutputName]
     public let resultPath: String
     public let outputsDir: String
+
+    enum CodingKeys: String, CodingKey {
+        case schema
+        case jobId = "job_id"
+        case model
+        case computeUnits = "compute_units"
+        case warmup
+        case runs
+        case profileOps = "profile_ops"
+        case thermal
+        case inputs
+        case outputs
+        case resultPath = "result_path"
+        case outputsDir = "outputs_dir"
+    }
+
+    /// The ONNX name of an output feature, from the job's I/O name map (nil: not in it).
+    public func onnxName(ofOutput feature: String) -> String? {
+        outputs.first { $0.name == feature }?.onnxName
+    }
 }
 
 public struct ResultFile: Codable, Sendable {
     public struct Failure: Codable, Sendable {
         public let kind: String  // job | thermal | compile | load | predict | output
         public let message: String
+
+        enum CodingKeys: String, CodingKey {
+            case kind
+            case message
+        }
     }
 
     public struct Runner: Codable, Sendable {
@@ -90,22 +157,45 @@ public struct ResultFile: Codable, Sendable {
         public let version: String
         public let osVersion: String
         public let productType: String
+
+        enum CodingKeys: String, CodingKey {
+            case name
+            case version
+            case osVersion = "os_version"
+            case productType = "product_type"
+        }
     }
 
     public struct Timings: Codable, Sendable {
         public let compile: Double
         public let load: Double
         public let firstInference: Double
+
+        enum CodingKeys: String, CodingKey {
+            case compile
+            case load
+            case firstInference = "first_inference"
+        }
     }
 
     public struct ThermalReport: Codable, Sendable {
         public let before: ThermalLevel
         public let after: ThermalLevel
         public let waitedMs: Double
+
+        enum CodingKeys: String, CodingKey {
+            case before
+            case after
+            case waitedMs = "waited_ms"
+        }
     }
 
     public struct Memory: Codable, Sendable {
         public let peakFootprintBytes: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case peakFootprintBytes = "peak_footprint_bytes"
+        }
     }
 
     public struct PlannedOp: Codable, Sendable {
@@ -114,12 +204,26 @@ public struct ResultFile: Codable, Sendable {
         public let preferredDevice: String  // ANE | GPU | CPU
         public let supportedDevices: [String]
         public let estimatedCost: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case name
+            case opType = "op_type"
+            case preferredDevice = "preferred_device"
+            case supportedDevices = "supported_devices"
+            case estimatedCost = "estimated_cost"
+        }
     }
 
     public struct ComputePlan: Codable, Sendable {
         public let available: Bool
         public let reason: String?
         public let ops: [PlannedOp]?
+
+        enum CodingKeys: String, CodingKey {
+            case available
+            case reason
+            case ops
+        }
     }
 
     public let schema: String
@@ -134,6 +238,21 @@ public struct ResultFile: Codable, Sendable {
     public var memory: Memory?
     public var outputs: [TensorFile]?
     public var computePlan: ComputePlan?
+
+    enum CodingKeys: String, CodingKey {
+        case schema
+        case jobId = "job_id"
+        case status
+        case error
+        case runner
+        case computeUnits = "compute_units"
+        case timingsMs = "timings_ms"
+        case samplesMs = "samples_ms"
+        case thermal
+        case memory
+        case outputs
+        case computePlan = "compute_plan"
+    }
 
     public init(jobId: String, runner: Runner, failure: Failure? = nil) {
         schema = ContractCoding.resultSchema

@@ -5,7 +5,7 @@ import Foundation
 
 public struct Runner {
     public static let name = "FarmRunner"
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
 
     let home: URL
     let job: JobFile
@@ -79,7 +79,7 @@ public struct Runner {
         let loadMs = (clock.now - start).milliseconds
 
         let features: MLFeatureProvider
-        do { features = try Tensors.features(job.inputs, home: home) } catch {
+        do { features = try Tensors.features(job.inputs, home: home, model: model.modelDescription) } catch {
             throw Failure(kind: "job", message: "inputs: \(error)")
         }
         let first: MLFeatureProvider
@@ -128,7 +128,10 @@ public struct Runner {
             let names = model.modelDescription.outputDescriptionsByName.keys.sorted()
             return try names.enumerated().map { index, name in
                 let path = "\(job.outputsDir)/\(index).bin"
-                return try Tensors.write(prediction.featureValue(for: name), name: name, to: home.appending(path: path), path: path)
+                // the feature's name as the model has it, and its ONNX name from the job's I/O map
+                return try Tensors.write(
+                    prediction.featureValue(for: name), name: name, onnxName: job.onnxName(ofOutput: name),
+                    to: home.appending(path: path), path: path)
             }
         } catch {
             throw Failure(kind: "output", message: "\(error)")

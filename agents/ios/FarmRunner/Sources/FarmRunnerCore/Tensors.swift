@@ -7,12 +7,15 @@ public enum TensorError: Error, CustomStringConvertible {
     case unsupportedDtype(String)
     case wrongSize(name: String, bytes: Int, expected: Int)
     case notAMultiArray(String)
+    case featureMismatch(given: [String], expected: [String])
 
     public var description: String {
         switch self {
         case .unsupportedDtype(let dtype): return "unsupported dtype \(dtype)"
         case .wrongSize(let name, let bytes, let expected): return "\(name): \(bytes) bytes, \(expected) expected"
         case .notAMultiArray(let name): return "output \(name) is not an MLMultiArray"
+        case .featureMismatch(let given, let expected):
+            return "the job's inputs \(given) do not match the model's input features \(expected)"
         }
     }
 }
@@ -51,7 +54,14 @@ enum Tensors {
         )
     }
 
-    static func features(_ inputs: [TensorFile], home: URL) throws -> MLFeatureProvider {
+    /// The job's inputs keyed by their feature names, after checking they are exactly the model's
+    /// input features (the host wrote them from the compile's I/O name map).
+    static func features(_ inputs: [TensorFile], home: URL, model: MLModelDescription) throws -> MLFeatureProvider {
+        let expected = Set(model.inputDescriptionsByName.keys)
+        let given = Set(inputs.map(\.name))
+        guard given == expected else {
+            throw TensorError.featureMismatch(given: given.sorted(), expected: expected.sorted())
+        }
         var values: [String: MLFeatureValue] = [:]
         for tensor in inputs {
             values[tensor.name] = MLFeatureValue(multiArray: try multiArray(tensor, home: home))
@@ -60,7 +70,9 @@ enum Tensors {
     }
 
     /// Writes an output as contiguous scalars: int32 stays int32, every float type becomes float32.
-    static func write(_ value: MLFeatureValue?, name: String, to url: URL, path: String) throws -> TensorFile {
+    static func write(
+        _ value: MLFeatureValue?, name: String, onnxName: String?, to url: URL, path: String
+    ) throws -> TensorFile {
         guard let array = value?.multiArrayValue else { throw TensorError.notAMultiArray(name) }
         let shape = array.shape.map { $0.intValue }
         let data: Data
@@ -73,6 +85,6 @@ enum Tensors {
             dtype = "float32"
         }
         try data.write(to: url, options: .atomic)
-        return TensorFile(name: name, dtype: dtype, shape: shape, path: path)
+        return TensorFile(name: name, onnxName: onnxName, dtype: dtype, shape: shape, path: path)
     }
 }

@@ -15,6 +15,15 @@ final class ContractTests: XCTestCase {
         XCTAssertEqual(job.computeUnits, "cpuAndNeuralEngine")
         XCTAssertEqual(job.thermal.waitFor, .nominal)
         XCTAssertEqual(job.inputs.first?.shape, [1, 3, 224, 224])
+        XCTAssertEqual(job.inputs.first?.name, "input_1")
+        XCTAssertEqual(job.inputs.first?.onnxName, "input.1")
+        XCTAssertEqual(job.onnxName(ofOutput: "t_495"), "495")
+    }
+
+    func testAnOutputOutsideTheMapIsWrittenWithANullOnnxName() throws {
+        let tensor = TensorFile(name: "extra", onnxName: nil, dtype: "float32", shape: [1], path: "a/0.bin")
+        let object = try JSONSerialization.jsonObject(with: ContractCoding.encoder.encode(tensor)) as? [String: Any]
+        XCTAssertTrue(object?["onnx_name"] is NSNull)
     }
 
     func testTheExampleResultRoundTripsWithItsKeys() throws {
@@ -25,6 +34,7 @@ final class ContractTests: XCTestCase {
         XCTAssertEqual(again.map { Set($0.keys) }, original.map { Set($0.keys) })
         XCTAssertEqual(result.computePlan?.ops?.first?.preferredDevice, "CPU")
         XCTAssertEqual(result.timingsMs?.firstInference, 7.9)
+        XCTAssertEqual(result.outputs?.first?.onnxName, "495")
     }
 
     func testThermalLevelsAreOrderedCoolToHot() {
