@@ -213,6 +213,7 @@ def compile_coreml(
     io = spec_io(mlmodel.get_spec())
     notes.extend(_retyped_inputs(graph, io))
     notes.extend(_renamed(graph, io))
+    notes.extend(_scalars(graph, io, lowered))
     report = CompileReport(
         target=target.name,
         nodes_before=len(model.graph.node),
@@ -232,6 +233,7 @@ def compile_coreml(
             "casts_inserted": max(0, len(casts) - lowered_casts),
             "casts": casts,
             **io,
+            "rank0": {"inputs": lowered.rank0_inputs, "outputs": lowered.rank0_outputs},
             "compute_units": compute_units,
             "minimum_deployment_target": options.minimum_deployment_target,
             "coremltools_version": import_coremltools().__version__,
@@ -262,6 +264,26 @@ def _renamed(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[st
             entry["onnx_name"] = info.name
             if entry["name"] != info.name:
                 notes.append(f"{kind[:-1]} {info.name!r} is named {entry['name']!r} in the ML Program")
+    return notes
+
+
+def _scalars(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]], lowered: LoweredProgram) -> list[str]:
+    """Give each entry its ONNX shape; a note for each scalar carried as shape [1].
+
+    A job feeds a rank-0 ONNX input reshaped to [1] and reads a rank-0 output back as a scalar:
+    `extra["rank0"]` lists them by ONNX name, each entry's `onnx_shape` is the ONNX one.
+    """
+    scalars = {"inputs": set(lowered.rank0_inputs), "outputs": set(lowered.rank0_outputs)}
+    notes = []
+    for kind, infos in (("inputs", graph.inputs), ("outputs", graph.outputs)):
+        for entry, info in zip(io[kind], infos, strict=True):
+            entry["onnx_shape"] = list(info.shape)
+            if info.name in scalars[kind]:
+                entry["rank0"] = True
+                notes.append(
+                    f"{kind[:-1]} {info.name!r} is a scalar in ONNX and shape [1] in the ML Program "
+                    "(reshaped inside the program)"
+                )
     return notes
 
 

@@ -44,6 +44,8 @@ def predict_drift(
     A `.mlpackage` runs as it is, with `inputs` and outputs named as in its spec.
     """
     options = CoreMLOptions(precision, minimum_deployment_target)
+    rank0_inputs: set[str] = set()
+    rank0_outputs: set[str] = set()
     if Path(model_path).suffix == ".mlpackage":
         program = _load_package_program(Path(model_path))
         names = {name: name for name in program.functions["main"].inputs}
@@ -53,13 +55,20 @@ def predict_drift(
         lowered = lower_checked(graph, options)
         names = lowered.input_names
         outputs = list(lowered.output_names)
+        rank0_inputs, rank0_outputs = set(lowered.rank0_inputs), set(lowered.rank0_outputs)
         program = convert_program(lowered, graph, options, "CPU_ONLY")._mil_program
     missing = sorted(set(names) - set(inputs))
     if missing:
         raise UsageError(f"no input given for {', '.join(missing)}")
     try:
         results = run_program(
-            program, {names[name]: np.asarray(value) for name, value in inputs.items() if name in names}
+            program,
+            {
+                # a scalar input is fed as shape [1], as the job feeds it on the device
+                names[name]: np.asarray(value).reshape(1) if name in rank0_inputs else np.asarray(value)
+                for name, value in inputs.items()
+                if name in names
+            },
         )
     except ExecutorError as exc:
         raise CompileError(
@@ -67,7 +76,10 @@ def predict_drift(
             hint="the artifact itself is unaffected; only the drift prediction is missing",
         ) from exc
     # coremltools may rename outputs; their order is the graph's.
-    return dict(zip(outputs, results.values(), strict=True))
+    return {
+        name: value.reshape(()) if name in rank0_outputs else value
+        for name, value in zip(outputs, results.values(), strict=True)
+    }
 
 
 def _load_package_program(package: Path) -> Any:

@@ -1,4 +1,4 @@
-"""ONNX index, order and rearrangement ops (GatherElements, TopK, CumSum, Range, Mod,
+"""ONNX index, order and rearrangement ops (GatherElements, ScatterND, TopK, CumSum, Range, Mod,
 DepthToSpace, SpaceToDepth) -> MIL."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 
 from farm.compile.coreml.lower_elementwise import binary_operands
+from farm.compile.coreml.lower_tensor import nonnegative_indices
 from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
@@ -23,8 +24,39 @@ def lower_gather_elements(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         if isinstance(dim, (int, np.integer)):
             indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
     else:
-        indices = lw.var(node.input[1])
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), x, [axis])
     return [lw.mb.gather_along_axis(x=x, indices=indices, axis=axis, name=lw.name(node))]
+
+
+#: ONNX ScatterND reduction -> MIL scatter_nd mode
+_SCATTER_MODES = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+def lower_scatter_nd(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    reduction = lw.attrs(node).get("reduction", "none")
+    if reduction not in _SCATTER_MODES:
+        raise NotLowerable(f"ScatterND reduction {reduction!r} is not supported")
+    data = lw.var(node.input[0])
+    index_depth = lw.shape(node.input[1])[-1]
+    if not isinstance(index_depth, (int, np.integer)):
+        raise NotLowerable("ScatterND needs a static last dim of indices")
+    axes = list(range(int(index_depth)))
+    known: Any = lw.const(node.input[1])
+    dims = [data.shape[a] for a in axes]
+    if known is not None and all(isinstance(d, (int, np.integer)) for d in dims):
+        sizes = np.array([int(d) for d in dims], np.int64)
+        indices: Any = np.where(known < 0, known + sizes, known).astype(np.int32)
+    else:
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), data, axes)
+    return [
+        lw.mb.scatter_nd(
+            data=data,
+            indices=indices,
+            updates=lw.var(node.input[2]),
+            mode=_SCATTER_MODES[reduction],
+            name=lw.name(node),
+        )
+    ]
 
 
 def lower_topk(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -91,6 +123,7 @@ def lower_space_to_depth(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 INDEX_LOWERINGS: dict[str, LowerFn] = {
     "GatherElements": lower_gather_elements,
+    "ScatterND": lower_scatter_nd,
     "TopK": lower_topk,
     "CumSum": lower_cumsum,
     "Range": lower_range,

@@ -198,14 +198,16 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     c = lw.const(node.input[2]) if lw.has(node, 2) else None
     if b is not None and not trans_a and (c is not None or not lw.has(node, 2)):
         weight = (b if trans_b else b.T) * np.float32(alpha)
-        kwargs: dict[str, Any] = {}
-        if c is not None:
-            kwargs["bias"] = np.broadcast_to(c * np.float32(beta), (weight.shape[0],)).astype(np.float32)
-        return [
-            lw.mb.linear(
-                x=lw.var(node.input[0]), weight=weight.astype(np.float32), name=lw.name(node), **kwargs
-            )
-        ]
+        x = lw.var(node.input[0])
+        bias = None if c is None else (c * np.float32(beta)).astype(np.float32)
+        if bias is None or _is_row(bias):
+            kwargs: dict[str, Any] = {}
+            if bias is not None:
+                kwargs["bias"] = np.broadcast_to(bias.reshape(-1), (weight.shape[0],)).astype(np.float32)
+            return [lw.mb.linear(x=x, weight=weight.astype(np.float32), name=lw.name(node), **kwargs)]
+        # C of shape (M, N) or (M, 1) broadcasts over rows too: linear's bias is one row only
+        product = lw.mb.linear(x=x, weight=weight.astype(np.float32))
+        return [lw.mb.add(x=product, y=bias, name=lw.name(node))]
     y = lw.mb.matmul(
         x=lw.var(node.input[0]), y=lw.var(node.input[1]), transpose_x=trans_a, transpose_y=trans_b
     )
@@ -217,6 +219,11 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     if beta != 1.0:
         c_var = lw.mb.mul(x=c_var, y=np.float32(beta))
     return [lw.mb.add(x=y, y=c_var, name=lw.name(node))]
+
+
+def _is_row(c: np.ndarray) -> bool:
+    """C is one value or one row ((), (1,), (N,), (1, 1), (1, N)): a `linear` bias can hold it."""
+    return c.ndim <= 1 or (c.ndim == 2 and c.shape[0] == 1)
 
 
 def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:

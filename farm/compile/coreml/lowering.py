@@ -156,6 +156,9 @@ class LoweredProgram:
     output_names: dict[str, str]
     #: ONNX input name -> MIL input name
     input_names: dict[str, str]
+    #: ONNX names of the scalar (rank-0) inputs and outputs, carried as shape [1] in the ML Program
+    rank0_inputs: list[str] = field(default_factory=list)
+    rank0_outputs: list[str] = field(default_factory=list)
 
 
 def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: Any) -> LoweredProgram:
@@ -175,9 +178,9 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
             raise NotLowerable(
                 f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take"
             )
-        if not info.shape:
-            raise NotLowerable(f"input {info.name} is a scalar; ML Program inputs have rank 1 or more")
+        # ML Program inputs have rank 1 or more: a scalar travels as shape [1] and is reshaped inside
         shape = [d if isinstance(d, int) else symbols.setdefault(d, get_new_symbol()) for d in info.shape]
+        shape = shape or [1]
         name = mil_name(info.name)
         input_names[info.name] = name
         dtype = types.string_to_builtin(MIL_DTYPES[info.elem_type])
@@ -186,18 +189,30 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
     program = Program()
     with Function(placeholders, opset_version=opset_version) as function:
         lw = Lowering(mb=mb, types=types, opset=graph.opset)
+        scalar_inputs = {info.name for info in graph.inputs if not info.shape}
         for onnx_name, name in input_names.items():
-            lw.values[onnx_name] = function.inputs[name]
             lw.reserve(name)
+            placeholder = function.inputs[name]
+            lw.values[onnx_name] = (
+                mb.squeeze(x=placeholder, axes=[0], name=lw.unique_name(f"{name}_scalar"))
+                if onnx_name in scalar_inputs
+                else placeholder
+            )
         for const_name, value in graph.constants.items():
             lw.values[const_name] = as_mil_array(value)
         failures = _lower_nodes(lw, graph, table)
         if failures:
             raise LoweringFailed(failures)
-        outputs, output_names = _graph_outputs(lw, graph, set(placeholders.values()))
+        outputs, output_names, scalar_outputs = _graph_outputs(lw, graph, set(placeholders.values()))
         function.set_outputs(outputs)
     program.add_function("main", function)
-    return LoweredProgram(program=program, output_names=output_names, input_names=input_names)
+    return LoweredProgram(
+        program=program,
+        output_names=output_names,
+        input_names=input_names,
+        rank0_inputs=sorted(scalar_inputs),
+        rank0_outputs=[info.name for info in graph.outputs if info.name in scalar_outputs],
+    )
 
 
 def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) -> list[Unlowered]:
@@ -233,15 +248,20 @@ def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) ->
 
 def _graph_outputs(
     lw: Lowering, graph: FoldedGraph, placeholders: set[Any]
-) -> tuple[list[Any], dict[str, str]]:
+) -> tuple[list[Any], dict[str, str], set[str]]:
     outputs: list[Any] = []
     names: dict[str, str] = {}
+    scalars: set[str] = set()
     for info in graph.outputs:
         value = lw.value(info.name)
         name = mil_name(info.name)
+        if len(value.shape) == 0:
+            # ML Program outputs have rank 1 or more, as inputs do: a scalar leaves as shape [1]
+            value = lw.mb.expand_dims(x=lw.var(info.name), axes=[0], name=lw.unique_name(info.name))
+            scalars.add(info.name)
         # A MIL function output must be a distinct op output with the output's name.
-        if isinstance(value, np.ndarray) or value in outputs or value.name != name or value in placeholders:
+        elif isinstance(value, np.ndarray) or value in outputs or value.name != name or value in placeholders:
             value = lw.mb.identity(x=lw.var(info.name), name=lw.unique_name(info.name))
         outputs.append(value)
         names[info.name] = value.name
-    return outputs, names
+    return outputs, names, scalars
