@@ -21,6 +21,13 @@ from farm.targets import parse_targets
 @click.option("--targets", "-t", default="ort/cpu", show_default=True, help="Comma-separated targets.")
 @click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
+@click.option(
+    "--coreml-quantization",
+    type=click.Choice(["keep", "float"]),
+    default="keep",
+    show_default=True,
+    help="QDQ models on CoreML: keep 8-bit weights and activations, or fold them to float.",
+)
 @click.option("--report-only", is_flag=True, help="Report unsupported ops instead of failing on them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
@@ -31,12 +38,14 @@ def compile_command(
     targets: str,
     shapes: tuple[str, ...],
     coreml_precision: str,
+    coreml_quantization: str,
     report_only: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL for each target and print what the compiler did."""
     from farm.artifacts import ArtifactStore
     from farm.compile import compile_for_target
+    from farm.compile.precision import describe as describe_precision
     from farm.model import inspect_model
 
     wanted = parse_targets(targets)
@@ -49,7 +58,12 @@ def compile_command(
     for target in wanted:
         try:
             artifact = compile_for_target(
-                model, target, store, input_shapes=input_shapes, coreml_precision=coreml_precision
+                model,
+                target,
+                store,
+                input_shapes=input_shapes,
+                coreml_precision=coreml_precision,
+                coreml_quantization=coreml_quantization,
             )
         except FarmError as exc:
             if not report_only:
@@ -79,6 +93,13 @@ def compile_command(
             f"[bold]{entry['target']}[/bold]: {rep['nodes_before']} nodes -> {rep['nodes_after']}, "
             f"precision {rep['precision']}, partitions {rep['partitions']}, artifact {entry['artifact']}"
         )
+        if rep.get("op_precision"):
+            console.print(f"  op precision: {describe_precision(rep['op_precision'])}")
+        size = rep.get("extra", {}).get("package_bytes")
+        if size is not None:
+            weights = rep["extra"].get("weight_bytes") or {}
+            held = ", ".join(f"{dtype} {count / 1024:.1f} KiB" for dtype, count in weights.items())
+            console.print(f"  package {size / 1024:.1f} KiB" + (f" (weights: {held})" if held else ""))
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
             console.print(f"  op changes: {changes}")

@@ -18,6 +18,7 @@ def compile_for_target(
     *,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     coreml_precision: str = "fp16",
+    coreml_quantization: str = "keep",
 ) -> CompiledArtifact:
     if target.runtime == "ort":
         from farm.compile.ort import compile_ort
@@ -32,7 +33,12 @@ def compile_for_target(
             ) from None
         with tempfile.TemporaryDirectory(prefix="farm-coreml-") as tmp:
             built = compile_coreml(
-                model_path, target, Path(tmp), precision=coreml_precision, input_shapes=input_shapes
+                model_path,
+                target,
+                Path(tmp),
+                precision=coreml_precision,
+                input_shapes=input_shapes,
+                quantization=coreml_quantization,
             )
             sha, path = store.put(built.path, built.path.name)
         return CompiledArtifact(target=target, path=path, sha256=sha, report=built.report)

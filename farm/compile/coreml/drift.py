@@ -22,6 +22,7 @@ from farm.compile.coreml.convert import (
     prepare_graph,
 )
 from farm.compile.coreml.executor import ExecutorError, run_program
+from farm.compile.coreml.quantization import DEFAULT_QUANTIZATION
 from farm.errors import CompileError, ModelError, UsageError
 
 #: what a report should say beside numbers that come from predict_drift()
@@ -38,12 +39,13 @@ def predict_drift(
     *,
     minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    quantization: str = DEFAULT_QUANTIZATION,
 ) -> dict[str, np.ndarray]:
     """Output tensors of the CoreML program for `model_path` at `precision`, by ONNX output name.
 
     A `.mlpackage` runs as it is, with `inputs` and outputs named as in its spec.
     """
-    options = CoreMLOptions(precision, minimum_deployment_target)
+    options = CoreMLOptions(precision, minimum_deployment_target, quantization=quantization)
     rank0_inputs: set[str] = set()
     rank0_outputs: set[str] = set()
     if Path(model_path).suffix == ".mlpackage":
@@ -51,7 +53,7 @@ def predict_drift(
         names = {name: name for name in program.functions["main"].inputs}
         outputs = [var.name for var in program.functions["main"].outputs]
     else:
-        _, graph = prepare_graph(Path(model_path), input_shapes)
+        _, graph = prepare_graph(Path(model_path), input_shapes, options)
         lowered = lower_checked(graph, options)
         names = lowered.input_names
         outputs = list(lowered.output_names)

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from farm.compile.coreml.kernels_index import INDEX_KERNELS
+from farm.compile.coreml.kernels_quant import QUANT_KERNELS
+
 Args = dict[str, Any]
 Kernel = Callable[[Args], list[np.ndarray]]
 
@@ -361,27 +364,6 @@ def cumsum(a: Args) -> list[np.ndarray]:
     return [np.flip(total, axis=axis) if bool(a.get("reverse") or False) else total]
 
 
-def scatter_nd(a: Args) -> list[np.ndarray]:
-    data, indices, updates = np.array(a["data"]), np.asarray(a["indices"]), np.asarray(a["updates"])
-    mode = str(a.get("mode") or "add")
-    depth = indices.shape[-1]
-    points = indices.reshape(-1, depth)
-    slabs = updates.reshape(len(points), *data.shape[depth:])
-    combine: dict[str, Callable[[Any, Any], Any]] = {
-        "update": lambda old, new: new,
-        "add": np.add,
-        "sub": np.subtract,
-        "mul": np.multiply,
-        "div": np.divide,
-        "max": np.maximum,
-        "min": np.minimum,
-    }
-    for point, slab in zip(points, slabs, strict=True):
-        where = tuple(int(i) for i in point)
-        data[where] = combine[mode](data[where], slab)
-    return [data]
-
-
 KERNELS: dict[str, Kernel] = {
     "conv": conv,
     "conv_transpose": conv_transpose,
@@ -406,5 +388,6 @@ KERNELS: dict[str, Kernel] = {
     "space_to_depth": space_to_depth,
     "pixel_unshuffle": pixel_unshuffle,
     "cumsum": cumsum,
-    "scatter_nd": scatter_nd,
+    **INDEX_KERNELS,
+    **QUANT_KERNELS,
 }

@@ -1,4 +1,4 @@
-"""ONNX index, order and rearrangement ops (GatherElements, ScatterND, TopK, CumSum, Range, Mod,
+"""ONNX index, order and rearrangement ops (Gather, GatherElements, ScatterND, TopK, CumSum, Range, Mod,
 DepthToSpace, SpaceToDepth) -> MIL."""
 
 from __future__ import annotations
@@ -10,8 +10,54 @@ import numpy as np
 import onnx
 
 from farm.compile.coreml.lower_elementwise import binary_operands
-from farm.compile.coreml.lower_tensor import nonnegative_indices
 from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+
+
+def is_static_dim(dim: Any) -> bool:
+    return isinstance(dim, (int, np.integer))
+
+
+def lower_gather(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    data = lw.value(node.input[0])
+    axis = int(lw.attrs(node).get("axis", 0))
+    rank = len(data.shape)
+    axis %= rank
+    indices: Any = lw.const(node.input[1])
+    if indices is not None:
+        dim = data.shape[axis]
+        indices = indices.astype(np.int32)
+        if is_static_dim(dim):
+            indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
+        if isinstance(data, np.ndarray) and node.input[0] not in lw.quantized:
+            return [np.take(data, indices, axis=axis)]
+    else:
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), data, [axis])
+    # an 8-bit embedding table stays 8-bit (lw.var gives its constexpr op)
+    return [lw.mb.gather(x=lw.var(node.input[0]), indices=indices, axis=axis, name=lw.name(node))]
+
+
+def nonnegative_indices(lw: Lowering, indices: Any, data: Any, axes: list[int]) -> Any:
+    """Run-time indices with negatives counted from the end, as ONNX has them.
+
+    From iOS 17 MIL's gather/scatter ops take a negative index as out of bounds (undefined
+    result), so `i < 0 ? i + dim : i` is computed in the program. `axes` are the data axes the
+    index values address: one axis (Gather, GatherElements) or the leading ones (ScatterND's
+    last index dim). Dims not known until run time are read with `shape`.
+    """
+    indices = (
+        lw.mb.cast(x=indices, dtype="int32")
+        if lw.types.builtin_to_string(indices.dtype) != "int32"
+        else indices
+    )
+    dims_known = [data.shape[a] for a in axes]
+    if all(is_static_dim(d) for d in dims_known):
+        dims: Any = np.array([int(d) for d in dims_known], np.int32)
+    else:
+        dims = lw.mb.gather(x=lw.mb.shape(x=data), indices=np.array(axes, np.int32), axis=0)
+    if len(axes) == 1:
+        dims = lw.mb.squeeze(x=dims, axes=[0]) if not isinstance(dims, np.ndarray) else dims.reshape(())
+    wrapped = lw.mb.add(x=indices, y=dims)
+    return lw.mb.select(cond=lw.mb.less(x=indices, y=np.int32(0)), a=wrapped, b=indices)
 
 
 def lower_gather_elements(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -122,6 +168,7 @@ def lower_space_to_depth(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 INDEX_LOWERINGS: dict[str, LowerFn] = {
+    "Gather": lower_gather,
     "GatherElements": lower_gather_elements,
     "ScatterND": lower_scatter_nd,
     "TopK": lower_topk,

@@ -218,48 +218,6 @@ def _empty_slice(
     return np.zeros(shape, np_type)[tuple(index)]
 
 
-def lower_gather(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    data = lw.value(node.input[0])
-    axis = int(lw.attrs(node).get("axis", 0))
-    rank = len(data.shape)
-    axis %= rank
-    indices: Any = lw.const(node.input[1])
-    if indices is not None:
-        dim = data.shape[axis]
-        indices = indices.astype(np.int32)
-        if _is_static(dim):
-            indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
-        if isinstance(data, np.ndarray):
-            return [np.take(data, indices, axis=axis)]
-    else:
-        indices = nonnegative_indices(lw, lw.var(node.input[1]), data, [axis])
-    return [lw.mb.gather(x=data, indices=indices, axis=axis, name=lw.name(node))]
-
-
-def nonnegative_indices(lw: Lowering, indices: Any, data: Any, axes: list[int]) -> Any:
-    """Run-time indices with negatives counted from the end, as ONNX has them.
-
-    From iOS 17 MIL's gather/scatter ops take a negative index as out of bounds (undefined
-    result), so `i < 0 ? i + dim : i` is computed in the program. `axes` are the data axes the
-    index values address: one axis (Gather, GatherElements) or the leading ones (ScatterND's
-    last index dim). Dims not known until run time are read with `shape`.
-    """
-    indices = (
-        lw.mb.cast(x=indices, dtype="int32")
-        if lw.types.builtin_to_string(indices.dtype) != "int32"
-        else indices
-    )
-    dims_known = [data.shape[a] for a in axes]
-    if all(_is_static(d) for d in dims_known):
-        dims: Any = np.array([int(d) for d in dims_known], np.int32)
-    else:
-        dims = lw.mb.gather(x=lw.mb.shape(x=data), indices=np.array(axes, np.int32), axis=0)
-    if len(axes) == 1:
-        dims = lw.mb.squeeze(x=dims, axes=[0]) if not isinstance(dims, np.ndarray) else dims.reshape(())
-    wrapped = lw.mb.add(x=indices, y=dims)
-    return lw.mb.select(cond=lw.mb.less(x=indices, y=np.int32(0)), a=wrapped, b=indices)
-
-
 def lower_shape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
     attrs = lw.attrs(node)
@@ -415,7 +373,6 @@ TENSOR_LOWERINGS: dict[str, LowerFn] = {
     "Concat": lower_concat,
     "Split": lower_split,
     "Slice": lower_slice,
-    "Gather": lower_gather,
     "Shape": lower_shape,
     "Pad": lower_pad,
     "ReduceMean": _reduce("reduce_mean"),

@@ -20,6 +20,7 @@ from onnx import TensorProto
 
 from farm.compile.coreml.fold import FoldedGraph
 from farm.compile.coreml.onnx_graph import as_mil_array, node_attrs, node_label
+from farm.compile.coreml.quantization import QuantizationPlan, QuantizedWeight, constexpr_weight
 
 
 class NotLowerable(Exception):
@@ -77,7 +78,17 @@ class Lowering:
     types: Any
     opset: int
     values: dict[str, Any] = field(default_factory=dict)
+    #: constants as ONNX has them (int8 stays int8; `values` holds them widened for MIL)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    #: tensor name -> op types of the nodes reading it ("output" for a graph output)
+    consumers: dict[str, list[str]] = field(default_factory=dict)
+    quantization: QuantizationPlan = field(default_factory=QuantizationPlan)
+    #: DequantizeLinear outputs that are constant 8-bit weights: a Var of them is a constexpr op
+    quantized: dict[str, QuantizedWeight] = field(default_factory=dict)
+    #: QuantizeLinear outputs passed on as float (the pair dropped)
+    dropped_quantize: set[str] = field(default_factory=set)
     _names: set[str] = field(default_factory=set)
+    _weights: dict[str, Any] = field(default_factory=dict)
 
     # -- reading a node ------------------------------------------------------------------
     def has(self, node: onnx.NodeProto, index: int) -> bool:
@@ -89,11 +100,33 @@ class Lowering:
         return self.values[name]
 
     def var(self, name: str) -> Any:
-        """The input as a MIL Var (a const op for known values)."""
+        """The input as a MIL Var (a const op for known values, a constexpr op for 8-bit weights)."""
+        if name in self.quantized:
+            return self.weight(name)
         value = self.value(name)
         if isinstance(value, np.ndarray):
             return self.mb.const(val=value)
         return value
+
+    def weight(self, name: str, *, transpose: bool = False, factor: float = 1.0) -> Any:
+        """A constant weight as an op argument: kept 8-bit where it is quantized (and the plan keeps
+        it), a float array otherwise; `transpose`/`factor` give linear's (N, K) layout and alpha."""
+        quantized = self.quantized.get(name)
+        if quantized is None or self.quantization.weight_op is None:
+            value = self.const(name)
+            if value is None:
+                raise NotLowerable(f"weight {name!r} must be a constant")
+            array = value.T if transpose else value
+            return (array * np.float32(factor)).astype(np.float32) if factor != 1.0 else array
+        key = f"{name}|{transpose}|{factor}"
+        if key not in self._weights:
+            self._weights[key] = constexpr_weight(
+                self.mb,
+                self.quantization.weight_op,
+                quantized.for_linear(transpose, factor) if transpose or factor != 1.0 else quantized,
+                self.unique_name(f"{name}_8bit"),
+            )
+        return self._weights[key]
 
     def const(self, name: str) -> np.ndarray | None:
         """The input's value if it is known before run time, else None."""
@@ -161,7 +194,12 @@ class LoweredProgram:
     rank0_outputs: list[str] = field(default_factory=list)
 
 
-def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: Any) -> LoweredProgram:
+def lower_graph(
+    graph: FoldedGraph,
+    table: dict[str, LowerFn],
+    opset_version: Any,
+    quantization: QuantizationPlan | None = None,
+) -> LoweredProgram:
     """Lower every node of `graph` with `table`.
 
     Raises LoweringFailed listing every node that cannot be lowered (nodes fed only by those are
@@ -188,7 +226,14 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
 
     program = Program()
     with Function(placeholders, opset_version=opset_version) as function:
-        lw = Lowering(mb=mb, types=types, opset=graph.opset)
+        lw = Lowering(
+            mb=mb,
+            types=types,
+            opset=graph.opset,
+            constants=graph.constants,
+            consumers=_consumers(graph),
+            quantization=quantization or QuantizationPlan(),
+        )
         scalar_inputs = {info.name for info in graph.inputs if not info.shape}
         for onnx_name, name in input_names.items():
             lw.reserve(name)
@@ -213,6 +258,16 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
         rank0_inputs=sorted(scalar_inputs),
         rank0_outputs=[info.name for info in graph.outputs if info.name in scalar_outputs],
     )
+
+
+def _consumers(graph: FoldedGraph) -> dict[str, list[str]]:
+    readers: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        for name in node.input:
+            readers.setdefault(name, []).append(node.op_type)
+    for info in graph.outputs:
+        readers.setdefault(info.name, []).append("output")
+    return readers
 
 
 def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) -> list[Unlowered]:

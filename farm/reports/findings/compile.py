@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from farm.compile.precision import dominant
 from farm.reports.compare import Comparison, fusion_differences
 from farm.reports.findings.base import Finding
 
@@ -43,3 +44,30 @@ def node_count_gap(comparison: Comparison) -> list[Finding]:
             {"nodes_after": counts},
         )
     ]
+
+
+def precision_differs(comparison: Comparison) -> list[Finding]:
+    """An op group one target computes in another precision than another target does
+    ("coreml/ane runs conv in fp16; ort/nnapi runs it in int8"), from the compile reports."""
+    by_group: dict[str, dict[str, str]] = {}
+    for column in comparison.ok_columns:
+        for group, counts in (column.compile.get("op_precision") or {}).items():
+            if counts:
+                by_group.setdefault(group, {})[column.label] = dominant(counts)
+    findings = []
+    for group, per_target in sorted(by_group.items()):
+        if len(per_target) < 2 or len(set(per_target.values())) < 2:
+            continue
+        kinds: dict[str, list[str]] = {}
+        for label, precision in per_target.items():
+            kinds.setdefault(precision, []).append(label)
+        text = "; ".join(
+            f"{', '.join(labels)} run{'s' if len(labels) == 1 else ''} {group} in {precision}"
+            for precision, labels in sorted(kinds.items())
+        )
+        # a whole-network group (conv, matmul) in int8 on one target and float on another explains drift
+        weight = 0.3 if group in ("conv", "matmul") else 0.1
+        findings.append(
+            Finding("precision_differs", weight, text, {"op_group": group, "precision": per_target})
+        )
+    return findings
