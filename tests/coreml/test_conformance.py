@@ -38,7 +38,7 @@ MUST_REFUSE = {
 #: inputs that are parameters in a real model (weights, pads, scales): given as constants here
 _PARAMETER_OPS = {
     "Resize", "Clip", "Pad", "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization",
-    "LayerNormalization", "GroupNormalization", "PRelu",
+    "LayerNormalization", "GroupNormalization", "PRelu", "QuantizeLinear", "DequantizeLinear",
 }  # fmt: skip
 
 

@@ -6,20 +6,28 @@ graph run as written, and ORT's fused int8 kernels) and against the float model 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from click.testing import CliRunner
 
 from farm.analysis.numeric import diff_output
+from farm.artifacts import ArtifactStore
+from farm.cli.main import cli
 from farm.compile.coreml import compile_coreml, predict_drift
 from farm.compile.coreml.kernels_quant import dequantize, quantize
+from farm.compile.ort import compile_ort
+from farm.reports.compare import compare
+from farm.reports.findings.compile import precision_differs
 from farm.targets import Target
 from tests.coreml.harness import FP32_RELATIVE_TOLERANCE, ort_outputs, relative_error
 from tests.coreml.onnx_models import resnet_blocks
 from tests.coreml.quantized_models import ARCHITECTURES, feeds, quantize_qdq
+from tests.report.crafted import job, run
 
 ct = pytest.importorskip("coremltools")
 
@@ -46,14 +54,16 @@ def test_kept_program_matches_onnx_runtime_int8(qdq: tuple[str, Path, Path]) -> 
     arch, float_path, qdq_path = qdq
     inputs = feeds(onnx.load(str(qdq_path)), seed=7)
     as_written = next(iter(ort_outputs(qdq_path, inputs).values()))
+    fused = _ort_fused(qdq_path, inputs)
     kept = next(iter(predict_drift(qdq_path, inputs, precision="fp32", quantization="keep").values()))
-    # the same arithmetic as the QDQ graph run node by node: equal up to float summation order
-    assert relative_error(as_written, kept) <= FP32_RELATIVE_TOLERANCE
-    # ORT's fused int8 kernels requantize in integers; they and the float model are further away
-    fused = diff_output(_ort_fused(qdq_path, inputs), kept)
+    # The same arithmetic as ORT's: equal to one of its two int8 executions (the QDQ graph node by
+    # node, or its fused QLinearConv/QGemm kernels) up to float summation order. That order can put
+    # an activation on the other side of a rounding boundary: a step apart, not more.
+    assert min(relative_error(as_written, kept), relative_error(fused, kept)) <= FP32_RELATIVE_TOLERANCE
+    for ort_int8 in (as_written, fused):
+        assert diff_output(ort_int8, kept).snr_db > 30.0, arch
     reference = next(iter(ort_outputs(float_path, inputs).values()))
     quantization = diff_output(reference, kept)
-    assert fused.snr_db > 30.0, f"{arch}: {fused.snr_db:.1f} dB against ORT's fused kernels"
     assert 10.0 < quantization.snr_db < 80.0, f"{arch}: {quantization.snr_db:.1f} dB against the float model"
 
 
@@ -127,7 +137,10 @@ def test_deployment_target_picks_the_mil_quantization_ops(
     )
     int8 = next(iter(ort_outputs(qdq_path, inputs).values()))
     if activations:
-        assert relative_error(int8, out) <= FP32_RELATIVE_TOLERANCE
+        # the same program as iOS17's but for the weight op: ORT's QDQ result, up to summation order
+        assert min(relative_error(int8, out), relative_error(_ort_fused(qdq_path, inputs), out)) <= (
+            FP32_RELATIVE_TOLERANCE
+        )
     else:
         # iOS 16 has no activation quantize op: activations stay float, only the weights are 8-bit
         assert diff_output(int8, out).snr_db > 20.0
@@ -152,3 +165,61 @@ def test_per_channel_kernels_follow_the_axis() -> None:
     (q,) = quantize({"input": x, "scale": scale, "zero_point": zero, "axis": 0, "output_dtype": "int8"})
     # row 1: 3/2, 4/2, 5/2 = 1.5, 2, 2.5 -> 2, 2, 2 (half to even), + 1
     np.testing.assert_array_equal(q, np.array([[0, 1, 2], [3, 3, 3]], np.int8))
+
+
+def test_each_target_reports_its_op_precision_and_the_difference_is_a_finding(
+    qdq: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    arch, _, qdq_path = qdq
+    if arch != "resnet":
+        pytest.skip("one architecture is enough for the report")
+    store = ArtifactStore(tmp_path / "store")
+    cpu = compile_ort(qdq_path, Target.parse("ort/cpu"), store).report
+    nnapi = compile_ort(qdq_path, Target.parse("ort/nnapi"), store).report
+    kept = compile_coreml(qdq_path, Target.parse("coreml/ane"), tmp_path / "keep").report
+    folded = compile_coreml(
+        qdq_path, Target.parse("coreml/gpu"), tmp_path / "float", quantization="float"
+    ).report
+    # ORT fuses conv and its classifier into QLinearConv/QGemm; batch norm stays float between
+    # conversions on the CPU, and is a QDQ unit for NNAPI, which runs those quantized
+    assert cpu.op_precision["conv"] == {"int8": 6} and cpu.op_precision["matmul"] == {"int8": 1}
+    assert cpu.op_precision["norm"] == {"fp32": 6}
+    assert nnapi.op_precision["norm"] == {"int8": 6}
+    assert kept.op_precision["conv"] == {"int8": 6}
+    assert folded.op_precision["conv"] == {"fp16": 6}
+    jobs = []
+    for label, report in (("cpu", cpu), ("ane", kept), ("gpu", folded)):
+        document = job(label, report.target)
+        document["compile"] = report.to_dict()
+        jobs.append(document)
+    findings = {f.evidence["op_group"]: f for f in precision_differs(compare(run(*jobs)))}
+    assert (
+        findings["conv"].text
+        == "gpu coreml/gpu runs conv in fp16; cpu ort/cpu, ane coreml/ane run conv in int8"
+    )
+    assert findings["norm"].evidence["precision"] == {
+        "cpu ort/cpu": "fp32",
+        "ane coreml/ane": "int8",
+        "gpu coreml/gpu": "fp16",
+    }
+
+
+def test_farm_compile_prints_each_targets_op_precision_and_the_package_size(
+    qdq: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    arch, _, qdq_path = qdq
+    if arch != "resnet":
+        pytest.skip("one architecture is enough for the command line")
+    home = ["--home", str(tmp_path / "home")]
+    args = ["compile", str(qdq_path), "--targets", "ort/cpu,coreml/ane"]
+    result = CliRunner().invoke(cli, [*home, *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.strip().startswith("op precision:") and "conv int8" in line for line in lines)
+    assert any(line.strip().startswith("package ") and "int8" in line for line in lines)
+    folded = CliRunner().invoke(cli, [*home, *args, "--coreml-quantization", "float", "--json"])
+    reports = {t["target"]: t["report"] for t in json.loads(folded.stdout)["targets"]}
+    assert reports["coreml/ane"]["op_precision"]["conv"] == {"fp16": 6}
+    assert reports["ort/cpu"]["op_precision"]["conv"] == {"int8": 6}
+    bad = CliRunner().invoke(cli, [*home, *args, "--coreml-quantization", "int4"])
+    assert bad.exit_code != 0

@@ -44,11 +44,7 @@ def nonnegative_indices(lw: Lowering, indices: Any, data: Any, axes: list[int]) 
     index values address: one axis (Gather, GatherElements) or the leading ones (ScatterND's
     last index dim). Dims not known until run time are read with `shape`.
     """
-    indices = (
-        lw.mb.cast(x=indices, dtype="int32")
-        if lw.types.builtin_to_string(indices.dtype) != "int32"
-        else indices
-    )
+    indices = lw.mb.cast(x=indices, dtype="int32") if indices.dtype != lw.types.int32 else indices
     dims_known = [data.shape[a] for a in axes]
     if all(is_static_dim(d) for d in dims_known):
         dims: Any = np.array([int(d) for d in dims_known], np.int32)
