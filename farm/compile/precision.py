@@ -5,11 +5,12 @@ one target's ONNX Runtime graph and another's MIL program compare: "coreml/ane r
 fp16; ort/cpu runs it in int8". Conversions (QuantizeLinear, DequantizeLinear, Cast, and MIL's
 quantize/dequantize/cast/constexpr ops) are not compute and belong to no group.
 
-ONNX Runtime: a fused quantized kernel (QLinearConv, QGemm, MatMulInteger, ...) is int8. An op
-left between DequantizeLinear and QuantizeLinear is a QDQ node unit: int8 where the graph is the
-one shipped to a provider that takes QDQ units as quantized kernels (NNAPI, QNN, XNNPACK, not
-installed here), fp32 in the graph ORT optimised here for the CPU (it left the unit unfused, so
-the CPU runs it in float between the conversions). An op fed by an fp16 tensor is fp16.
+ONNX Runtime: a fused quantized kernel (QLinearConv, QGemm, MatMulInteger, ...) is int8, and so
+is an op that reads an 8-bit tensor (ORT runs MaxPool, Transpose, ... on uint8 once it drops the
+QDQ pair around them). An op left between DequantizeLinear and QuantizeLinear is a QDQ node unit:
+int8 in the graph shipped to a provider that takes QDQ units as quantized kernels (NNAPI, QNN,
+XNNPACK, not installed here), fp32 in the graph ORT optimised here for the CPU (it left the unit
+unfused, so the CPU runs it in float between the conversions). An op fed by an fp16 tensor is fp16.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ INT8_KERNELS = frozenset(
     }
 )  # fmt: skip
 
+#: int8 kernels whose output is float (or int32)
+_FLOAT_OUTPUT = frozenset({"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "MatMulInteger", "ConvInteger"})
+
 PrecisionByGroup = dict[str, dict[str, int]]
 
 
@@ -119,11 +123,20 @@ def ort_op_precision(model: onnx.ModelProto, *, qdq_units_quantized: bool) -> Pr
             a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in node.attribute
         ):
             fp16.update(node.output)
+    # 8-bit tensors: what QuantizeLinear and the int8 kernels write, and what an op reading one
+    # writes in turn (ORT drops the QDQ pair around MaxPool, Transpose, ... and runs them on uint8)
+    int8_tensors: set[str] = set()
     per_op: list[tuple[str, str]] = []
-    for node in graph.node:
-        per_op.append(
-            (node.op_type, _ort_node_precision(node, producers, readers, fp16, qdq_units_quantized))
+    for node in graph.node:  # topological order, as ONNX requires
+        reads_int8 = bool(node.input) and node.input[0] in int8_tensors and node.op_type != "DequantizeLinear"
+        writes_int8 = node.op_type == "QuantizeLinear" or reads_int8
+        writes_int8 |= node.op_type in INT8_KERNELS and node.op_type not in _FLOAT_OUTPUT
+        if writes_int8:
+            int8_tensors.update(node.output)
+        precision = (
+            "int8" if reads_int8 else _ort_node_precision(node, producers, readers, fp16, qdq_units_quantized)
         )
+        per_op.append((node.op_type, precision))
     return summarise(per_op)
 
 

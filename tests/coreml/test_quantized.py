@@ -184,6 +184,7 @@ def test_each_target_reports_its_op_precision_and_the_difference_is_a_finding(
     # conversions on the CPU, and is a QDQ unit for NNAPI, which runs those quantized
     assert cpu.op_precision["conv"] == {"int8": 6} and cpu.op_precision["matmul"] == {"int8": 1}
     assert cpu.op_precision["norm"] == {"fp32": 6}
+    assert cpu.op_precision["pool"] == {"int8": 1}  # MaxPool on uint8, its QDQ pair dropped
     assert nnapi.op_precision["norm"] == {"int8": 6}
     assert kept.op_precision["conv"] == {"int8": 6}
     assert folded.op_precision["conv"] == {"fp16": 6}
