@@ -20,7 +20,7 @@ import onnx
 
 from farm.artifacts import ArtifactStore
 from farm.compile.placement import Placement, placement_from_assignment
-from farm.compile.precision import ort_op_precision
+from farm.compile.precision import ort_op_precision, source_op_precision
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
 from farm.errors import CompileError
 from farm.targets import Target
@@ -124,6 +124,7 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         fusions=op_count_changes(before, after),
         precision=_precision(source),
         op_precision=op_precision,
+        source_op_precision=source_op_precision(source),
         notes=notes,
     )
     if placement is not None:

@@ -161,6 +161,11 @@ def _ort_node_precision(
     return "fp32"
 
 
+def source_op_precision(model: onnx.ModelProto) -> PrecisionByGroup:
+    """What the source model asks for: its QDQ units int8, the rest by dtype."""
+    return ort_op_precision(model, qdq_units_quantized=True)
+
+
 def precision_of(op_precision: PrecisionByGroup, fallback: str) -> str:
     """One word for a whole artifact: int8 where any group computes in int8, else the fallback."""
     if any("int8" in counts for counts in op_precision.values()):

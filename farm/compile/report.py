@@ -42,6 +42,8 @@ class CompileReport:
     precision: str = "fp32"
     #: op group (conv, matmul, add, ...) -> {precision: op count}, from the compiled graph
     op_precision: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the same for the source model as given (a QDQ unit counts as int8): what it asks for
+    source_op_precision: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: target-specific detail (e.g. MIL ops per stage, inserted casts)
     extra: dict[str, Any] = field(default_factory=dict)

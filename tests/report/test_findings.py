@@ -189,3 +189,20 @@ def test_precision_differs_is_quiet_where_the_groups_agree() -> None:
     a, b = job("a", "ort/cpu"), job("b", "coreml/ane")
     a["compile"]["op_precision"] = b["compile"]["op_precision"] = {"conv": {"int8": 4}}
     assert precision_differs(compare(run(a, b))) == []
+
+
+def test_precision_differs_from_what_the_source_model_asks_for() -> None:
+    folded = job("a", "coreml/gpu")
+    folded["compile"]["op_precision"] = {"conv": {"fp16": 6}}
+    folded["compile"]["source_op_precision"] = {"conv": {"int8": 6}}
+    [finding] = precision_differs(compare(run(folded)))
+    assert finding.text == "a coreml/gpu runs conv in fp16; the source model has it in int8"
+    assert finding.evidence["source"] == "int8"
+
+
+def test_precision_differs_leaves_fp16_against_fp32_to_reduced_precision() -> None:
+    ane, cpu = job("a", "coreml/ane"), job("b", "ort/cpu")
+    ane["compile"]["op_precision"] = {"conv": {"fp16": 6}}
+    cpu["compile"]["op_precision"] = {"conv": {"fp32": 6}}
+    ane["compile"]["source_op_precision"] = cpu["compile"]["source_op_precision"] = {"conv": {"fp32": 6}}
+    assert precision_differs(compare(run(ane, cpu))) == []

@@ -51,7 +51,7 @@ from farm.compile.coreml.report import (
 )
 from farm.compile.coreml.table import lowering_table
 from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
-from farm.compile.precision import precision_of
+from farm.compile.precision import precision_of, source_op_precision
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
 from farm.errors import CompileError, ModelError, UsageError
 from farm.targets import COREML_COMPUTE_UNITS, Target
@@ -253,6 +253,7 @@ def compile_coreml(
         fusions=[c for c in op_count_changes(lowered_ops, after_ops) if c.op_type != "cast"],
         precision=precision_of(op_precision, options.precision),
         op_precision=op_precision,
+        source_op_precision=source_op_precision(model),
         notes=notes,
         extra={
             "onnx_opset": opset,
