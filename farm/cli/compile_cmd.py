@@ -31,6 +31,13 @@ from farm.targets import Target, parse_targets, with_torch_routes
 )
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
 @click.option(
+    "--coreml-quantization",
+    type=click.Choice(["keep", "float"]),
+    default="keep",
+    show_default=True,
+    help="QDQ models on CoreML: keep 8-bit weights and activations, or fold them to float.",
+)
+@click.option(
     "--report-only",
     is_flag=True,
     help="Exit 0 although a target failed (each failure is reported either way).",
@@ -45,6 +52,7 @@ def compile_command(
     shapes: tuple[str, ...],
     example_inputs: Path | None,
     coreml_precision: str,
+    coreml_quantization: str,
     report_only: bool,
     as_json: bool,
 ) -> None:
@@ -97,6 +105,7 @@ def compile_command(
                 input_shapes=input_shapes,
                 coreml_precision=coreml_precision,
                 source=source.checkpoint if source is not None else None,
+                coreml_quantization=coreml_quantization,
             )
             built[target] = artifact
         except FarmError as exc:
@@ -133,6 +142,7 @@ def compile_command(
 
 
 def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], routes: dict[str, Any]) -> None:
+    from farm.compile.precision import describe as describe_precision
     from farm.reports.routes import print_routes, print_source
 
     console = stdout_console()
@@ -151,6 +161,13 @@ def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], rou
             f"optimisation, precision {rep['precision']}, partitions {rep['partitions']}",
             highlight=False,
         )
+        if rep.get("op_precision"):
+            console.print(f"  op precision: {describe_precision(rep['op_precision'])}")
+        size = rep.get("extra", {}).get("package_bytes")
+        if size is not None:
+            weights = rep["extra"].get("weight_bytes") or {}
+            held = ", ".join(f"{dtype} {count / 1024:.1f} KiB" for dtype, count in weights.items())
+            console.print(f"  package {size / 1024:.1f} KiB" + (f" (weights: {held})" if held else ""))
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
             console.print(f"  op changes: {changes}", highlight=False)

@@ -105,6 +105,13 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
 )
 @click.option("--no-profile", is_flag=True, help="Skip the profiled pass (no per-op table).")
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
+@click.option(
+    "--coreml-quantization",
+    type=click.Choice(["keep", "float"]),
+    default="keep",
+    show_default=True,
+    help="QDQ models on CoreML: keep 8-bit weights and activations, or fold them to float.",
+)
 @click.option("--address", help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray).")
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
 @click.option(
@@ -155,6 +162,7 @@ def submit(
     reference_model: Path | None,
     no_profile: bool,
     coreml_precision: str,
+    coreml_quantization: str,
     address: str | None,
     adb: tuple[str, ...],
     attempts: int,
@@ -184,6 +192,7 @@ def submit(
         intra_op_threads=threads,
         profile_ops=not no_profile,
         coreml_precision=coreml_precision,
+        coreml_quantization=coreml_quantization,
         max_attempts=attempts,
         placement_deadline_s=placement_deadline_s,
         sustained_s=parse_duration_s(sustained) if sustained else 0.0,

@@ -27,6 +27,7 @@ def compile_for_target(
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     coreml_precision: str = "fp16",
     source: TorchCheckpoint | None = None,
+    coreml_quantization: str = "keep",
 ) -> CompiledArtifact:
     if target.route == "torch":
         return _compile_torch_route(target, store, source, input_shapes or {}, coreml_precision)
@@ -41,7 +42,12 @@ def compile_for_target(
             raise UsageError(f"{target} needs coremltools ({exc})", hint=install_hint("coreml")) from None
         with tempfile.TemporaryDirectory(prefix="farm-coreml-") as tmp:
             built = compile_coreml(
-                model_path, target, Path(tmp), precision=coreml_precision, input_shapes=input_shapes
+                model_path,
+                target,
+                Path(tmp),
+                precision=coreml_precision,
+                input_shapes=input_shapes,
+                quantization=coreml_quantization,
             )
             sha, path = store.put(built.path, built.path.name)
         if built.io_names is not None:  # stored with the artifact, under the same content hash

@@ -20,6 +20,7 @@ import onnx
 
 from farm.artifacts import ArtifactStore
 from farm.compile.placement import Placement, placement_from_assignment
+from farm.compile.precision import ort_op_precision, source_op_precision
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
 from farm.errors import CompileError
 from farm.targets import Target
@@ -93,15 +94,20 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         if providers[0] in here:
             reported = Path(tmp) / "report.onnx"
             placement, note = _optimise(model_path, "all", providers, reported, record_assignment=True)
-            after = _op_types(_load(reported))
+            compiled_graph = _load(reported)
+            # the graph ORT runs here: a QDQ unit it left unfused runs in float between conversions
+            op_precision = ort_op_precision(compiled_graph, qdq_units_quantized=False)
         else:
             placement, note = None, ""
-            after = _op_types(_load(shipped))
+            compiled_graph = _load(shipped)
+            # the provider on the device takes QDQ units as its quantized kernels
+            op_precision = ort_op_precision(compiled_graph, qdq_units_quantized=True)
             notes.append(
                 f"{providers[0]} is not installed on this host: the op counts after are ORT's "
                 f"{level}-level graph; {target.backend}-specific fusions and placement are "
                 "decided on the device and come from its profile"
             )
+        after = _op_types(compiled_graph)
         if note:
             notes.append(note)
         if level != "extended" and providers[0] in here:
@@ -117,6 +123,8 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         op_types_after=dict(sorted(after.items())),
         fusions=op_count_changes(before, after),
         precision=_precision(source),
+        op_precision=op_precision,
+        source_op_precision=source_op_precision(source),
         notes=notes,
     )
     if placement is not None:

@@ -41,6 +41,10 @@ class CompileReport:
     fallback_ops: list[str] = field(default_factory=list)
     #: fp32, fp16, int8 or mixed: what the artifact computes in
     precision: str = "fp32"
+    #: op group (conv, matmul, add, ...) -> {precision: op count}, from the compiled graph
+    op_precision: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: the same for the source model as given (a QDQ unit counts as int8): what it asks for
+    source_op_precision: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: target-specific detail (e.g. MIL ops per stage, inserted casts)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -81,6 +81,8 @@ class SubmitRequest:
     intra_op_threads: int | None = None
     profile_ops: bool = True
     coreml_precision: str = "fp16"
+    #: QDQ models on CoreML: keep 8-bit weights/activations, or fold to float
+    coreml_quantization: str = "keep"
     #: tries of a job whose unit disconnected or died, on other units of the profile
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: how long a job waits while no unit of its profile is up
@@ -220,6 +222,7 @@ def _compile_all(
                 input_shapes=prepared.shapes,
                 coreml_precision=request.coreml_precision,
                 source=prepared.torch.checkpoint if prepared.torch is not None else None,
+                coreml_quantization=request.coreml_quantization,
             )
         except FarmError as exc:
             compiled[target] = exc

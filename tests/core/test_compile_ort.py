@@ -18,6 +18,10 @@ def test_cpu_compile_reports_fusions_and_placement(model: Path, tmp_path: Path) 
     assert report.placement == {"CPUExecutionProvider": sum(report.op_types_before.values()) - 20}
     assert report.partitions == 1 and report.fallback_ops == []
     assert report.precision == "fp32"
+    # a float model: every op group fp32 (FusedConv is the conv group)
+    assert report.op_precision["conv"] == {"fp32": report.op_types_after.get("FusedConv", 0)
+                                           + report.op_types_after.get("Conv", 0)}  # fmt: skip
+    assert all(set(counts) == {"fp32"} for counts in report.op_precision.values())
     # content-addressed: the artifact sits under its own hash and compiling again reuses it
     assert artifact.sha256 == sha256_file(artifact.path)
     again = compile_for_target(model, Target.parse("ort/cpu"), ArtifactStore(tmp_path / "a"))

@@ -213,3 +213,38 @@ def conv1d_upsampler(batch: Any = 1, mels: int = 16, frames: int = 12) -> onnx.M
     y = g.one("Conv", [y, g.const(f32(1, channels, 7, seed=60, scale=0.2))], kernel_shape=[7], pads=[3, 3])
     g.output(g.one("Tanh", [y]))
     return g.model()
+
+
+def resnet_blocks(batch: Any = 1, width: int = 16) -> onnx.ModelProto:
+    """ResNet-18-style: Conv+BN+ReLU stem, max pool, two basic blocks (the second strided, with a
+    1x1 projection on its skip), global average pool, Gemm classifier."""
+    g = Graph()
+    x = g.input("image", [batch, 3, 32, 32])
+    seed = iter(range(300, 400))
+
+    def conv_bn(x: str, cin: int, cout: int, k: int, stride: int, relu: bool) -> str:
+        w = g.const(f32(cout, cin, k, k, seed=next(seed), scale=(2.0 / (cin * k * k)) ** 0.5))
+        y = g.one("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+        rng = np.random.default_rng(next(seed))
+        params = [
+            rng.uniform(lo, hi, cout).astype(np.float32)
+            for lo, hi in ((0.5, 1.5), (-0.1, 0.1), (-0.1, 0.1), (0.5, 1.5))
+        ]
+        y = g.one("BatchNormalization", [y, *(g.const(p) for p in params)], epsilon=1e-5)
+        return g.one("Relu", [y]) if relu else y
+
+    def basic(x: str, cin: int, cout: int, stride: int) -> str:
+        y = conv_bn(conv_bn(x, cin, cout, 3, stride, True), cout, cout, 3, 1, False)
+        skip = x if stride == 1 and cin == cout else conv_bn(x, cin, cout, 1, stride, False)
+        return g.one("Relu", [g.one("Add", [y, skip])])
+
+    y = conv_bn(x, 3, width, 3, 1, True)
+    y = g.one("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = basic(y, width, width, 1)
+    y = basic(y, width, 2 * width, 2)
+    y = g.one("Flatten", [g.one("GlobalAveragePool", [y])], axis=1)
+    logits = g.one(
+        "Gemm", [y, g.const(f32(10, 2 * width, seed=9, scale=0.3)), g.const(f32(10, seed=10))], transB=1
+    )
+    g.output(logits)
+    return g.model()

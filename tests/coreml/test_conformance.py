@@ -33,13 +33,12 @@ MUST_REFUSE = {
     "test_resize_downsample_scales_linear": "whole output size",
     "test_resize_tf_crop_and_resize": "tf_crop_and_resize",
     "test_unsqueeze_three_axes": "rank <= 5",
-    "test_gemm_default_scalar_bias": "scalar",
 }
 
 #: inputs that are parameters in a real model (weights, pads, scales): given as constants here
 _PARAMETER_OPS = {
     "Resize", "Clip", "Pad", "Conv", "ConvTranspose", "BatchNormalization", "InstanceNormalization",
-    "LayerNormalization", "GroupNormalization", "PRelu",
+    "LayerNormalization", "GroupNormalization", "PRelu", "QuantizeLinear", "DequantizeLinear",
 }  # fmt: skip
 
 

@@ -46,7 +46,12 @@ def test_fp16_report_counts_casts_and_fusions(tmp_path: Path) -> None:
     assert report.extra["casts_inserted"] == 2
     assert {c["to"] for c in report.extra["casts"]} == {"fp16", "fp32"}
     assert any("fp16" in note for note in report.notes)
-    assert report.extra["inputs"] == [{"name": "x", "onnx_name": "x", "dtype": "float32", "shape": [2, 8]}]
+    assert report.extra["inputs"] == [
+        {"name": "x", "onnx_name": "x", "dtype": "float32", "shape": [2, 8], "onnx_shape": [2, 8]}
+    ]
+    assert report.extra["rank0"] == {"inputs": [], "outputs": []}
+    assert report.op_precision == {"activation": {"fp16": 1}, "matmul": {"fp16": 1}}
+    assert report.extra["package_bytes"] > 0 and "quantization" not in report.extra
     json.dumps(report.to_dict())
 
 

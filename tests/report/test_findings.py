@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from farm.reports.compare import compare
 from farm.reports.findings import RULES, find
-from farm.reports.findings.compile import fusion_only_on, node_count_gap
+from farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
 from farm.reports.findings.jobs import job_failed
 from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
 from farm.reports.findings.numerics import reduced_precision, reference_failed, topk_disagreement
@@ -170,3 +170,39 @@ def test_reduced_precision_against_the_host_prediction() -> None:
 def test_layout_ops_are_not_fusions() -> None:
     reorder = compare(run(job("a", "ort/cpu", fusions={"ReorderOutput": 1}), job("b", "ort/nnapi")))
     assert fusion_only_on(reorder) == []
+
+
+def test_precision_differs_names_each_target_per_op_group() -> None:
+    int8, fp16 = job("a", "ort/nnapi"), job("b", "coreml/ane")
+    int8["compile"]["op_precision"] = {"conv": {"int8": 20}, "add": {"fp32": 3}}
+    fp16["compile"]["op_precision"] = {"conv": {"fp16": 20}, "add": {"fp32": 3}, "norm": {"fp16": 2}}
+    [finding] = precision_differs(compare(run(int8, fp16)))
+    assert finding.text == "b coreml/ane runs conv in fp16; a ort/nnapi runs conv in int8"
+    assert finding.evidence == {
+        "op_group": "conv",
+        "precision": {"a ort/nnapi": "int8", "b coreml/ane": "fp16"},
+    }
+    assert precision_differs in RULES
+
+
+def test_precision_differs_is_quiet_where_the_groups_agree() -> None:
+    a, b = job("a", "ort/cpu"), job("b", "coreml/ane")
+    a["compile"]["op_precision"] = b["compile"]["op_precision"] = {"conv": {"int8": 4}}
+    assert precision_differs(compare(run(a, b))) == []
+
+
+def test_precision_differs_from_what_the_source_model_asks_for() -> None:
+    folded = job("a", "coreml/gpu")
+    folded["compile"]["op_precision"] = {"conv": {"fp16": 6}}
+    folded["compile"]["source_op_precision"] = {"conv": {"int8": 6}}
+    [finding] = precision_differs(compare(run(folded)))
+    assert finding.text == "a coreml/gpu runs conv in fp16; the source model has it in int8"
+    assert finding.evidence["source"] == "int8"
+
+
+def test_precision_differs_leaves_fp16_against_fp32_to_reduced_precision() -> None:
+    ane, cpu = job("a", "coreml/ane"), job("b", "ort/cpu")
+    ane["compile"]["op_precision"] = {"conv": {"fp16": 6}}
+    cpu["compile"]["op_precision"] = {"conv": {"fp32": 6}}
+    ane["compile"]["source_op_precision"] = cpu["compile"]["source_op_precision"] = {"conv": {"fp32": 6}}
+    assert precision_differs(compare(run(ane, cpu))) == []

@@ -31,11 +31,18 @@ from farm.compile.coreml.onnx_graph import (
     load_onnx,
     with_input_shapes,
 )
+from farm.compile.coreml.precision import INT8_NOTE, mil_op_precision, weight_bytes
+from farm.compile.coreml.quantization import (
+    DEFAULT_QUANTIZATION,
+    QUANTIZATION_MODES,
+    QuantizationPlan,
+)
 from farm.compile.coreml.report import (
     FP16_NOTE,
     PLACEMENT_NOTE,
     mil_casts,
     mil_histogram,
+    package_bytes,
     spec_io,
     spec_op_histogram,
     spec_precision,
@@ -44,6 +51,7 @@ from farm.compile.coreml.report import (
 from farm.compile.coreml.table import lowering_table
 from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
 from farm.compile.io_names import Feature, IoNameMap, save_io_names
+from farm.compile.precision import precision_of, source_op_precision
 from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
 from farm.errors import CompileError, ModelError, UsageError, install_hint
 from farm.targets import COREML_COMPUTE_UNITS, Target
@@ -56,17 +64,32 @@ DEFAULT_MAX_FLEXIBLE_DIM = 4096
 PACKAGE_NAME = "model.mlpackage"
 
 
+#: ct.target values count from iOS15 = 6 (macOS12); the iOS version is 9 more
+_IOS_OFFSET = 9
+
+
 @dataclass(frozen=True)
 class CoreMLOptions:
     precision: str = DEFAULT_PRECISION
     minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET
     max_flexible_dim: int = DEFAULT_MAX_FLEXIBLE_DIM
+    #: QDQ models: keep 8-bit weights and activations where the target has the ops, or fold to float
+    quantization: str = DEFAULT_QUANTIZATION
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise UsageError(
                 f"unknown CoreML precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}"
             )
+        if self.quantization not in QUANTIZATION_MODES:
+            raise UsageError(
+                f"unknown CoreML quantization {self.quantization!r}; "
+                f"choose one of {', '.join(QUANTIZATION_MODES)}"
+            )
+
+    def quantization_plan(self) -> QuantizationPlan:
+        ios = int(self.deployment_target().value) + _IOS_OFFSET
+        return QuantizationPlan.for_target(self.quantization, ios)
 
     def deployment_target(self) -> Any:
         ct = import_coremltools()
@@ -113,18 +136,19 @@ def quiet_coremltools() -> Iterator[None]:
 
 
 def prepare_graph(
-    model_path: Path, input_shapes: dict[str, tuple[int, ...]] | None
+    model_path: Path, input_shapes: dict[str, tuple[int, ...]] | None, options: CoreMLOptions | None = None
 ) -> tuple[onnx.ModelProto, FoldedGraph]:
     model = load_onnx(model_path)
     if input_shapes:
         model = with_input_shapes(model, input_shapes)
-    return model, fold_constants(model)
+    keep = options is not None and options.quantization_plan().weight_op is not None
+    return model, fold_constants(model, keep_dequantize=keep)
 
 
 def lower_checked(graph: FoldedGraph, options: CoreMLOptions) -> LoweredProgram:
     """The lowered MIL program; a CompileError listing every node that cannot be lowered otherwise."""
     try:
-        return lower_graph(graph, lowering_table(), options.deployment_target())
+        return lower_graph(graph, lowering_table(), options.deployment_target(), options.quantization_plan())
     except LoweringFailed as exc:
         raise CompileError(
             describe_unsupported(exc.failures),
@@ -142,7 +166,7 @@ def list_unsupported(graph: FoldedGraph, options: CoreMLOptions) -> list[Unlower
     except ImportError:
         return find_unsupported(graph, table)
     try:
-        lower_graph(graph, table, options.deployment_target())
+        lower_graph(graph, table, options.deployment_target(), options.quantization_plan())
     except LoweringFailed as exc:
         return exc.failures
     except NotLowerable as exc:
@@ -184,17 +208,18 @@ def compile_coreml(
     precision: str = DEFAULT_PRECISION,
     minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    quantization: str = DEFAULT_QUANTIZATION,
 ) -> CompiledArtifact:
     """Compile `model_path` for a `coreml/*` target into `<out_dir>/model.mlpackage`."""
     if target.runtime != "coreml":
         raise UsageError(f"{target.name} is not a CoreML target")
-    options = CoreMLOptions(precision, minimum_deployment_target)
+    options = CoreMLOptions(precision, minimum_deployment_target, quantization=quantization)
     compute_units = COREML_COMPUTE_UNITS[target.backend]
     package = out_dir / PACKAGE_NAME
     if model_path.suffix == ".mlpackage":
         return _take_package(model_path, target, package, compute_units)
     started = time.perf_counter()
-    model, graph = prepare_graph(model_path, input_shapes)
+    model, graph = prepare_graph(model_path, input_shapes, options)
     lowered = lower_checked(graph, options)
     lowered_ops = mil_histogram(lowered.program)
     lowered_casts = lowered_ops.get("cast", 0)
@@ -207,16 +232,21 @@ def compile_coreml(
 
     after = mlmodel._mil_program
     after_ops = mil_histogram(after)
+    op_precision = mil_op_precision(after)
     casts = mil_casts(after)
     opset = default_opset(model)
     notes = [PLACEMENT_NOTE] if sys.platform != "darwin" else []
     if options.precision == "fp16":
         notes.append(FP16_NOTE)
+    quantized = bool({"QuantizeLinear", "DequantizeLinear"} & {node.op_type for node in model.graph.node})
+    if any("int8" in counts for counts in op_precision.values()):
+        notes.append(INT8_NOTE)
     if not MIN_OPSET <= opset <= MAX_OPSET:
         notes.append(f"opset {opset} is outside the tested range {MIN_OPSET}-{MAX_OPSET}")
     io = spec_io(mlmodel.get_spec())
     notes.extend(_retyped_inputs(graph, io))
     notes.extend(_renamed(graph, io))
+    notes.extend(_scalars(graph, io, lowered))
     report = CompileReport(
         target=target.name,
         nodes_before=len(model.graph.node),
@@ -225,10 +255,15 @@ def compile_coreml(
         op_types_after=dict(after_ops),
         # MIL before and after coremltools' passes: ONNX and MIL op names do not compare.
         fusions=[c for c in op_count_changes(lowered_ops, after_ops) if c.op_type != "cast"],
-        precision=options.precision,
+        precision=precision_of(op_precision, options.precision),
+        op_precision=op_precision,
+        source_op_precision=source_op_precision(model),
         notes=notes,
         extra={
             "onnx_opset": opset,
+            "package_bytes": package_bytes(package),
+            "weight_bytes": weight_bytes(after),
+            **({"quantization": options.quantization_plan().describe()} if quantized else {}),
             "onnx_nodes_after_folding": len(graph.nodes),
             "folded": dict(graph.folded),
             "mil_ops_lowered": {"count": sum(lowered_ops.values()), "op_types": dict(lowered_ops)},
@@ -236,6 +271,7 @@ def compile_coreml(
             "casts_inserted": max(0, len(casts) - lowered_casts),
             "casts": casts,
             **io,
+            "rank0": {"inputs": lowered.rank0_inputs, "outputs": lowered.rank0_outputs},
             "compute_units": compute_units,
             "minimum_deployment_target": options.minimum_deployment_target,
             "coremltools_version": import_coremltools().__version__,
@@ -291,6 +327,26 @@ def _renamed(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[st
     return notes
 
 
+def _scalars(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]], lowered: LoweredProgram) -> list[str]:
+    """Give each entry its ONNX shape; a note for each scalar carried as shape [1].
+
+    A job feeds a rank-0 ONNX input reshaped to [1] and reads a rank-0 output back as a scalar:
+    `extra["rank0"]` lists them by ONNX name, each entry's `onnx_shape` is the ONNX one.
+    """
+    scalars = {"inputs": set(lowered.rank0_inputs), "outputs": set(lowered.rank0_outputs)}
+    notes = []
+    for kind, infos in (("inputs", graph.inputs), ("outputs", graph.outputs)):
+        for entry, info in zip(io[kind], infos, strict=True):
+            entry["onnx_shape"] = list(info.shape)
+            if info.name in scalars[kind]:
+                entry["rank0"] = True
+                notes.append(
+                    f"{kind[:-1]} {info.name!r} is a scalar in ONNX and shape [1] in the ML Program "
+                    "(reshaped inside the program)"
+                )
+    return notes
+
+
 def _take_package(source: Path, target: Target, package: Path, compute_units: str) -> CompiledArtifact:
     """A ready .mlpackage is the artifact as it is; its report comes from its spec."""
     ct = import_coremltools()
@@ -326,6 +382,7 @@ def _take_package(source: Path, target: Target, package: Path, compute_units: st
             "mil_ops_after_passes": {"count": sum(ops.values()), "op_types": dict(ops)},
             **spec_io(spec),
             "compute_units": compute_units,
+            "package_bytes": package_bytes(package),
             "specification_version": int(spec.specificationVersion),
         },
     )

@@ -22,6 +22,7 @@ from farm.compile.coreml.convert import (
     prepare_graph,
 )
 from farm.compile.coreml.executor import ExecutorError, run_program
+from farm.compile.coreml.quantization import DEFAULT_QUANTIZATION
 from farm.errors import CompileError, ModelError, UsageError
 
 #: what a report should say beside numbers that come from predict_drift()
@@ -38,28 +39,38 @@ def predict_drift(
     *,
     minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
+    quantization: str = DEFAULT_QUANTIZATION,
 ) -> dict[str, np.ndarray]:
     """Output tensors of the CoreML program for `model_path` at `precision`, by ONNX output name.
 
     A `.mlpackage` runs as it is, with `inputs` and outputs named as in its spec.
     """
-    options = CoreMLOptions(precision, minimum_deployment_target)
+    options = CoreMLOptions(precision, minimum_deployment_target, quantization=quantization)
+    rank0_inputs: set[str] = set()
+    rank0_outputs: set[str] = set()
     if Path(model_path).suffix == ".mlpackage":
         program = _load_package_program(Path(model_path))
         names = {name: name for name in program.functions["main"].inputs}
         outputs = [var.name for var in program.functions["main"].outputs]
     else:
-        _, graph = prepare_graph(Path(model_path), input_shapes)
+        _, graph = prepare_graph(Path(model_path), input_shapes, options)
         lowered = lower_checked(graph, options)
         names = lowered.input_names
         outputs = list(lowered.output_names)
+        rank0_inputs, rank0_outputs = set(lowered.rank0_inputs), set(lowered.rank0_outputs)
         program = convert_program(lowered, graph, options, "CPU_ONLY")._mil_program
     missing = sorted(set(names) - set(inputs))
     if missing:
         raise UsageError(f"no input given for {', '.join(missing)}")
     try:
         results = run_program(
-            program, {names[name]: np.asarray(value) for name, value in inputs.items() if name in names}
+            program,
+            {
+                # a scalar input is fed as shape [1], as the job feeds it on the device
+                names[name]: np.asarray(value).reshape(1) if name in rank0_inputs else np.asarray(value)
+                for name, value in inputs.items()
+                if name in names
+            },
         )
     except ExecutorError as exc:
         raise CompileError(
@@ -67,7 +78,10 @@ def predict_drift(
             hint="the artifact itself is unaffected; only the drift prediction is missing",
         ) from exc
     # coremltools may rename outputs; their order is the graph's.
-    return dict(zip(outputs, results.values(), strict=True))
+    return {
+        name: value.reshape(()) if name in rank0_outputs else value
+        for name, value in zip(outputs, results.values(), strict=True)
+    }
 
 
 def _load_package_program(package: Path) -> Any:

@@ -87,6 +87,8 @@ def _run_op(op: Any, env: dict[int, np.ndarray]) -> list[Any]:
         return [op.outputs[0].val]
     if op.blocks:
         raise ExecutorError(f"{op.op_type} ({op.name}): control flow is not supported by the host executor")
+    if op.op_type in _INDEXED and "validate_indices" in op.inputs:
+        _check_indices(op, _lookup(op.inputs["indices"], env))
     kernel = KERNELS.get(op.op_type)
     if kernel is not None:
         args: dict[str, Any] = {}
@@ -98,6 +100,18 @@ def _run_op(op: Any, env: dict[int, np.ndarray]) -> list[Any]:
                 args[name] = value.item() if value.ndim == 0 and value.dtype.kind in "bUSO" else value
         return kernel(args)
     return _value_inference(op, env)
+
+
+#: gather/scatter ops whose iOS 17 form (the one with `validate_indices`) takes no negative index
+_INDEXED = {"gather", "gather_along_axis", "gather_nd", "scatter", "scatter_along_axis", "scatter_nd"}
+
+
+def _check_indices(op: Any, indices: np.ndarray) -> None:
+    # numpy would count a negative index from the end; the device reads it out of bounds
+    if indices.size and int(indices.min()) < 0:
+        raise ExecutorError(
+            f"{op.op_type} ({op.name}): negative index {int(indices.min())}, out of bounds on iOS 17+"
+        )
 
 
 def _value_inference(op: Any, env: dict[int, np.ndarray]) -> list[Any]:

@@ -39,7 +39,9 @@ class FoldedGraph:
     folded: Counter[str] = field(default_factory=Counter)
 
 
-def fold_constants(model: onnx.ModelProto) -> FoldedGraph:
+def fold_constants(model: onnx.ModelProto, *, keep_dequantize: bool = False) -> FoldedGraph:
+    """Fold constant subgraphs; `keep_dequantize` leaves DequantizeLinear nodes (8-bit weights
+    the lowering keeps 8-bit) unfolded."""
     opset = default_opset(model)
     shapes = _inferred_shapes(model)
     constants: dict[str, np.ndarray] = {
@@ -48,7 +50,8 @@ def fold_constants(model: onnx.ModelProto) -> FoldedGraph:
     remaining: list[onnx.NodeProto] = []
     folded: Counter[str] = Counter()
     for node in model.graph.node:
-        values = _try_fold(node, constants, shapes, opset)
+        keep = keep_dequantize and node.op_type == "DequantizeLinear"
+        values = None if keep else _try_fold(node, constants, shapes, opset)
         if values is None:
             remaining.append(node)
             continue

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from farm.compile.coreml.kernels_index import INDEX_KERNELS
+from farm.compile.coreml.kernels_quant import QUANT_KERNELS
+
 Args = dict[str, Any]
 Kernel = Callable[[Args], list[np.ndarray]]
 
@@ -385,4 +388,6 @@ KERNELS: dict[str, Kernel] = {
     "space_to_depth": space_to_depth,
     "pixel_unshuffle": pixel_unshuffle,
     "cumsum": cumsum,
+    **INDEX_KERNELS,
+    **QUANT_KERNELS,
 }

@@ -1,4 +1,4 @@
-"""ONNX index, order and rearrangement ops (GatherElements, TopK, CumSum, Range, Mod,
+"""ONNX index, order and rearrangement ops (Gather, GatherElements, ScatterND, TopK, CumSum, Range, Mod,
 DepthToSpace, SpaceToDepth) -> MIL."""
 
 from __future__ import annotations
@@ -13,6 +13,49 @@ from farm.compile.coreml.lower_elementwise import binary_operands
 from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
+def is_static_dim(dim: Any) -> bool:
+    return isinstance(dim, (int, np.integer))
+
+
+def lower_gather(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    data = lw.value(node.input[0])
+    axis = int(lw.attrs(node).get("axis", 0))
+    rank = len(data.shape)
+    axis %= rank
+    indices: Any = lw.const(node.input[1])
+    if indices is not None:
+        dim = data.shape[axis]
+        indices = indices.astype(np.int32)
+        if is_static_dim(dim):
+            indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
+        if isinstance(data, np.ndarray) and node.input[0] not in lw.quantized:
+            return [np.take(data, indices, axis=axis)]
+    else:
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), data, [axis])
+    # an 8-bit embedding table stays 8-bit (lw.var gives its constexpr op)
+    return [lw.mb.gather(x=lw.var(node.input[0]), indices=indices, axis=axis, name=lw.name(node))]
+
+
+def nonnegative_indices(lw: Lowering, indices: Any, data: Any, axes: list[int]) -> Any:
+    """Run-time indices with negatives counted from the end, as ONNX has them.
+
+    From iOS 17 MIL's gather/scatter ops take a negative index as out of bounds (undefined
+    result), so `i < 0 ? i + dim : i` is computed in the program. `axes` are the data axes the
+    index values address: one axis (Gather, GatherElements) or the leading ones (ScatterND's
+    last index dim). Dims not known until run time are read with `shape`.
+    """
+    indices = lw.mb.cast(x=indices, dtype="int32") if indices.dtype != lw.types.int32 else indices
+    dims_known = [data.shape[a] for a in axes]
+    if all(is_static_dim(d) for d in dims_known):
+        dims: Any = np.array([int(d) for d in dims_known], np.int32)
+    else:
+        dims = lw.mb.gather(x=lw.mb.shape(x=data), indices=np.array(axes, np.int32), axis=0)
+    if len(axes) == 1:
+        dims = lw.mb.squeeze(x=dims, axes=[0]) if not isinstance(dims, np.ndarray) else dims.reshape(())
+    wrapped = lw.mb.add(x=indices, y=dims)
+    return lw.mb.select(cond=lw.mb.less(x=indices, y=np.int32(0)), a=wrapped, b=indices)
+
+
 def lower_gather_elements(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
     axis = int(lw.attrs(node).get("axis", 0)) % len(x.shape)
@@ -23,8 +66,39 @@ def lower_gather_elements(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         if isinstance(dim, (int, np.integer)):
             indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
     else:
-        indices = lw.var(node.input[1])
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), x, [axis])
     return [lw.mb.gather_along_axis(x=x, indices=indices, axis=axis, name=lw.name(node))]
+
+
+#: ONNX ScatterND reduction -> MIL scatter_nd mode
+_SCATTER_MODES = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+def lower_scatter_nd(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    reduction = lw.attrs(node).get("reduction", "none")
+    if reduction not in _SCATTER_MODES:
+        raise NotLowerable(f"ScatterND reduction {reduction!r} is not supported")
+    data = lw.var(node.input[0])
+    index_depth = lw.shape(node.input[1])[-1]
+    if not isinstance(index_depth, (int, np.integer)):
+        raise NotLowerable("ScatterND needs a static last dim of indices")
+    axes = list(range(int(index_depth)))
+    known: Any = lw.const(node.input[1])
+    dims = [data.shape[a] for a in axes]
+    if known is not None and all(isinstance(d, (int, np.integer)) for d in dims):
+        sizes = np.array([int(d) for d in dims], np.int64)
+        indices: Any = np.where(known < 0, known + sizes, known).astype(np.int32)
+    else:
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), data, axes)
+    return [
+        lw.mb.scatter_nd(
+            data=data,
+            indices=indices,
+            updates=lw.var(node.input[2]),
+            mode=_SCATTER_MODES[reduction],
+            name=lw.name(node),
+        )
+    ]
 
 
 def lower_topk(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -90,7 +164,9 @@ def lower_space_to_depth(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 INDEX_LOWERINGS: dict[str, LowerFn] = {
+    "Gather": lower_gather,
     "GatherElements": lower_gather_elements,
+    "ScatterND": lower_scatter_nd,
     "TopK": lower_topk,
     "CumSum": lower_cumsum,
     "Range": lower_range,

@@ -27,8 +27,8 @@ def conv_padding(attrs: dict[str, Any], spatial: int) -> tuple[str, list[int]]:
 
 def lower_conv(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
-    weight = lw.require_const(node, 1, "Conv weight")
-    spatial = weight.ndim - 2
+    spatial = lw.require_const(node, 1, "Conv weight").ndim - 2
+    weight = lw.weight(node.input[1])
     pad_type, pad = conv_padding(attrs, spatial)
     kwargs: dict[str, Any] = {}
     if lw.has(node, 2):
@@ -50,9 +50,9 @@ def lower_conv(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 def lower_conv_transpose(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
-    weight = lw.require_const(node, 1, "ConvTranspose weight")
-    spatial = weight.ndim - 2
-    kernel = list(weight.shape[2:])
+    kernel = list(lw.require_const(node, 1, "ConvTranspose weight").shape[2:])
+    spatial = len(kernel)
+    weight = lw.weight(node.input[1])
     strides = [int(s) for s in attrs.get("strides", [1] * spatial)]
     dilations = [int(d) for d in attrs.get("dilations", [1] * spatial)]
     out_pad = [int(p) for p in attrs.get("output_padding", [0] * spatial)]
@@ -197,15 +197,20 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     b = lw.const(node.input[1])
     c = lw.const(node.input[2]) if lw.has(node, 2) else None
     if b is not None and not trans_a and (c is not None or not lw.has(node, 2)):
-        weight = (b if trans_b else b.T) * np.float32(alpha)
-        kwargs: dict[str, Any] = {}
-        if c is not None:
-            kwargs["bias"] = np.broadcast_to(c * np.float32(beta), (weight.shape[0],)).astype(np.float32)
-        return [
-            lw.mb.linear(
-                x=lw.var(node.input[0]), weight=weight.astype(np.float32), name=lw.name(node), **kwargs
-            )
-        ]
+        # linear's weight is (N, K): ONNX's B when transB=1, B transposed otherwise
+        weight = lw.weight(node.input[1], transpose=not trans_b, factor=alpha)
+        x = lw.var(node.input[0])
+        bias = None if c is None else (c * np.float32(beta)).astype(np.float32)
+        if bias is None or _is_row(bias):
+            kwargs: dict[str, Any] = {}
+            if bias is not None:
+                kwargs["bias"] = np.broadcast_to(bias.reshape(-1), (b.shape[0 if trans_b else 1],)).astype(
+                    np.float32
+                )
+            return [lw.mb.linear(x=x, weight=weight, name=lw.name(node), **kwargs)]
+        # C of shape (M, N) or (M, 1) broadcasts over rows too: linear's bias is one row only
+        product = lw.mb.linear(x=x, weight=weight)
+        return [lw.mb.add(x=product, y=bias, name=lw.name(node))]
     y = lw.mb.matmul(
         x=lw.var(node.input[0]), y=lw.var(node.input[1]), transpose_x=trans_a, transpose_y=trans_b
     )
@@ -217,6 +222,11 @@ def lower_gemm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     if beta != 1.0:
         c_var = lw.mb.mul(x=c_var, y=np.float32(beta))
     return [lw.mb.add(x=y, y=c_var, name=lw.name(node))]
+
+
+def _is_row(c: np.ndarray) -> bool:
+    """C is one value or one row ((), (1,), (N,), (1, 1), (1, N)): a `linear` bias can hold it."""
+    return c.ndim <= 1 or (c.ndim == 2 and c.shape[0] == 1)
 
 
 def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:

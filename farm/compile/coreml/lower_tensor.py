@@ -150,12 +150,18 @@ def lower_slice(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     steps = steps or [1] * len(starts)
     begin, end, stride = [0] * rank, [0] * rank, [1] * rank
     begin_mask, end_mask = [True] * rank, [True] * rank
+    empty = False
     for start, stop, axis, step in zip(starts, ends, axes, steps, strict=True):
         axis %= rank
         dim = x.shape[axis]
         stride[axis] = step
-        b, e, b_all, e_all = _slice_bounds(start, stop, step, int(dim) if _is_static(dim) else None)
-        begin[axis], end[axis], begin_mask[axis], end_mask[axis] = b, e, b_all, e_all
+        bounds = _slice_bounds(start, stop, step, int(dim) if _is_static(dim) else None)
+        if bounds is None:
+            empty = True
+            continue
+        begin[axis], end[axis], begin_mask[axis], end_mask[axis] = bounds
+    if empty:
+        return [_empty_slice(lw, node, x, starts, ends, axes, steps)]
     return [
         lw.mb.slice_by_index(
             x=x,
@@ -169,38 +175,47 @@ def lower_slice(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     ]
 
 
-def _slice_bounds(start: int, stop: int, step: int, dim: int | None) -> tuple[int, int, bool, bool]:
-    """ONNX slice bounds -> MIL (begin, end, begin_mask, end_mask); masks stand for 'from/to the edge'."""
+def _slice_bounds(start: int, stop: int, step: int, dim: int | None) -> tuple[int, int, bool, bool] | None:
+    """ONNX slice bounds -> MIL (begin, end, begin_mask, end_mask), None where the slice is empty.
+
+    With a static dim, the indices are those Python's slicing picks, as onnx.reference has them:
+    a negative step from a start below -dim selects nothing (ONNX Runtime 1.2x returns element 0
+    there; the reference implementation is the oracle here). MIL's -1 is the last element, so
+    "past the front" becomes a mask.
+    """
     if dim is not None:
-        # ONNX clamps; with a negative step, -1 means "past the front", which MIL needs as a mask.
-        s = start + dim if start < 0 else start
-        e = stop + dim if stop < 0 else stop
+        picked = range(dim)[slice(start, stop, step)]
+        if len(picked) == 0:
+            return None
         if step > 0:
-            s, e = min(max(s, 0), dim), min(max(e, 0), dim)
-            return s, e, False, False
-        s, e = min(max(s, -1), dim - 1), min(max(e, -1), dim - 1)
-        return s, max(e, 0), False, e < 0
+            return picked[0], picked[-1] + 1, False, False
+        last = picked[-1] - 1
+        return picked[0], max(last, 0), False, last < 0
     if step > 0:
         return (max(start, _INT32_MIN), min(stop, _INT32_MAX), start <= _INT32_MIN, stop >= _INT32_MAX)
     return (min(start, _INT32_MAX), max(stop, _INT32_MIN), start >= _INT32_MAX, stop <= _INT32_MIN)
 
 
-def lower_gather(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    data = lw.value(node.input[0])
-    axis = int(lw.attrs(node).get("axis", 0))
-    rank = len(data.shape)
-    axis %= rank
-    indices: Any = lw.const(node.input[1])
-    if indices is not None:
-        dim = data.shape[axis]
-        indices = indices.astype(np.int32)
-        if _is_static(dim):
-            indices = np.where(indices < 0, indices + int(dim), indices).astype(np.int32)
-        if isinstance(data, np.ndarray):
-            return [np.take(data, indices, axis=axis)]
-    else:
-        indices = lw.var(node.input[1])
-    return [lw.mb.gather(x=data, indices=indices, axis=axis, name=lw.name(node))]
+def _empty_slice(
+    lw: Lowering,
+    node: onnx.NodeProto,
+    x: Any,
+    starts: list[int],
+    ends: list[int],
+    axes: list[int],
+    steps: list[int],
+) -> np.ndarray:
+    """An empty Slice result, as a constant: an ML Program holds no empty tensors, but a Concat
+    that takes it drops it."""
+    dims = lw.static_dims(node.input[0])
+    if any(d is None for d in dims):
+        raise NotLowerable("Slice selects nothing along an axis of a tensor with free dims")
+    shape = [int(d) for d in dims if d is not None]
+    index = [slice(None)] * len(shape)
+    for start, stop, axis, step in zip(starts, ends, axes, steps, strict=True):
+        index[axis % len(shape)] = slice(start, stop, step)
+    np_type = lw.types.nptype_from_builtin(x.dtype)
+    return np.zeros(shape, np_type)[tuple(index)]
 
 
 def lower_shape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -230,12 +245,18 @@ def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     pairs = [[0, 0] for _ in range(rank)]
     for i, axis in enumerate(axes):
         pairs[axis] = [pads[i], pads[i + len(axes)]]
-    if any(p < 0 for pair in pairs for p in pair):
-        raise NotLowerable("negative pads are not supported")
     modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
     mode = attrs.get("mode", "constant")
     if mode not in modes:
         raise NotLowerable(f"Pad mode {mode!r} is not supported")
+    if any(p < 0 for pair in pairs for p in pair):
+        if mode != "constant":
+            raise NotLowerable(f"negative pads are supported in constant mode only, not {mode!r}")
+        # a negative pad removes elements (as ONNX Runtime does; onnx.reference has no negative pads)
+        x = _crop(lw, x, [[max(0, -p) for p in pair] for pair in pairs])
+        pairs = [[max(0, p) for p in pair] for pair in pairs]
+        if not any(p for pair in pairs for p in pair):
+            return [lw.mb.identity(x=x, name=lw.name(node))]
     if mode != "constant":
         # CoreML pads reflect/replicate only on the innermost dims: drop the outer unpadded ones.
         while pairs and pairs[0] == [0, 0]:
@@ -244,6 +265,18 @@ def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     constant = value.reshape(-1)[0] if value is not None and value.size else 0
     np_type = lw.types.nptype_from_builtin(x.dtype)
     return [lw.mb.pad(x=x, pad=flat, mode=modes[mode], constant_val=np_type(constant), name=lw.name(node))]
+
+
+def _crop(lw: Lowering, x: Any, crops: list[list[int]]) -> Any:
+    """x without `crops[axis] = [front, back]` elements at each end of each axis."""
+    rank = len(crops)
+    return lw.mb.slice_by_index(
+        x=x,
+        begin=np.array([front for front, _ in crops], np.int32),
+        end=np.array([-back if back else 0 for _, back in crops], np.int32),
+        end_mask=[back == 0 for _, back in crops],
+        stride=np.ones(rank, np.int32),
+    )
 
 
 def _reduce(mil_op: str) -> LowerFn:
@@ -340,7 +373,6 @@ TENSOR_LOWERINGS: dict[str, LowerFn] = {
     "Concat": lower_concat,
     "Split": lower_split,
     "Slice": lower_slice,
-    "Gather": lower_gather,
     "Shape": lower_shape,
     "Pad": lower_pad,
     "ReduceMean": _reduce("reduce_mean"),

@@ -20,6 +20,7 @@ from onnx import TensorProto
 
 from farm.compile.coreml.fold import FoldedGraph
 from farm.compile.coreml.onnx_graph import as_mil_array, node_attrs, node_label
+from farm.compile.coreml.quantization import QuantizationPlan, QuantizedWeight, constexpr_weight
 
 
 class NotLowerable(Exception):
@@ -77,7 +78,17 @@ class Lowering:
     types: Any
     opset: int
     values: dict[str, Any] = field(default_factory=dict)
+    #: constants as ONNX has them (int8 stays int8; `values` holds them widened for MIL)
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    #: tensor name -> op types of the nodes reading it ("output" for a graph output)
+    consumers: dict[str, list[str]] = field(default_factory=dict)
+    quantization: QuantizationPlan = field(default_factory=QuantizationPlan)
+    #: DequantizeLinear outputs that are constant 8-bit weights: a Var of them is a constexpr op
+    quantized: dict[str, QuantizedWeight] = field(default_factory=dict)
+    #: QuantizeLinear outputs passed on as float (the pair dropped)
+    dropped_quantize: set[str] = field(default_factory=set)
     _names: set[str] = field(default_factory=set)
+    _weights: dict[str, Any] = field(default_factory=dict)
 
     # -- reading a node ------------------------------------------------------------------
     def has(self, node: onnx.NodeProto, index: int) -> bool:
@@ -89,11 +100,33 @@ class Lowering:
         return self.values[name]
 
     def var(self, name: str) -> Any:
-        """The input as a MIL Var (a const op for known values)."""
+        """The input as a MIL Var (a const op for known values, a constexpr op for 8-bit weights)."""
+        if name in self.quantized:
+            return self.weight(name)
         value = self.value(name)
         if isinstance(value, np.ndarray):
             return self.mb.const(val=value)
         return value
+
+    def weight(self, name: str, *, transpose: bool = False, factor: float = 1.0) -> Any:
+        """A constant weight as an op argument: kept 8-bit where it is quantized (and the plan keeps
+        it), a float array otherwise; `transpose`/`factor` give linear's (N, K) layout and alpha."""
+        quantized = self.quantized.get(name)
+        if quantized is None or self.quantization.weight_op is None:
+            value = self.const(name)
+            if value is None:
+                raise NotLowerable(f"weight {name!r} must be a constant")
+            array = value.T if transpose else value
+            return (array * np.float32(factor)).astype(np.float32) if factor != 1.0 else array
+        key = f"{name}|{transpose}|{factor}"
+        if key not in self._weights:
+            self._weights[key] = constexpr_weight(
+                self.mb,
+                self.quantization.weight_op,
+                quantized.for_linear(transpose, factor) if transpose or factor != 1.0 else quantized,
+                self.unique_name(f"{name}_8bit"),
+            )
+        return self._weights[key]
 
     def const(self, name: str) -> np.ndarray | None:
         """The input's value if it is known before run time, else None."""
@@ -156,9 +189,17 @@ class LoweredProgram:
     output_names: dict[str, str]
     #: ONNX input name -> MIL input name
     input_names: dict[str, str]
+    #: ONNX names of the scalar (rank-0) inputs and outputs, carried as shape [1] in the ML Program
+    rank0_inputs: list[str] = field(default_factory=list)
+    rank0_outputs: list[str] = field(default_factory=list)
 
 
-def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: Any) -> LoweredProgram:
+def lower_graph(
+    graph: FoldedGraph,
+    table: dict[str, LowerFn],
+    opset_version: Any,
+    quantization: QuantizationPlan | None = None,
+) -> LoweredProgram:
     """Lower every node of `graph` with `table`.
 
     Raises LoweringFailed listing every node that cannot be lowered (nodes fed only by those are
@@ -176,9 +217,9 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
             raise NotLowerable(
                 f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take"
             )
-        if not info.shape:
-            raise NotLowerable(f"input {info.name} is a scalar; ML Program inputs have rank 1 or more")
+        # ML Program inputs have rank 1 or more: a scalar travels as shape [1] and is reshaped inside
         shape = [d if isinstance(d, int) else symbols.setdefault(d, get_new_symbol()) for d in info.shape]
+        shape = shape or [1]
         # `a.b` and `a_b` both sanitise to `a_b`: the second input gets a suffix, as outputs do
         base = mil_name(info.name)
         name, n = base, 1
@@ -191,19 +232,48 @@ def lower_graph(graph: FoldedGraph, table: dict[str, LowerFn], opset_version: An
 
     program = Program()
     with Function(placeholders, opset_version=opset_version) as function:
-        lw = Lowering(mb=mb, types=types, opset=graph.opset)
+        lw = Lowering(
+            mb=mb,
+            types=types,
+            opset=graph.opset,
+            constants=graph.constants,
+            consumers=_consumers(graph),
+            quantization=quantization or QuantizationPlan(),
+        )
+        scalar_inputs = {info.name for info in graph.inputs if not info.shape}
         for onnx_name, name in input_names.items():
-            lw.values[onnx_name] = function.inputs[name]
             lw.reserve(name)
+            placeholder = function.inputs[name]
+            lw.values[onnx_name] = (
+                mb.squeeze(x=placeholder, axes=[0], name=lw.unique_name(f"{name}_scalar"))
+                if onnx_name in scalar_inputs
+                else placeholder
+            )
         for const_name, value in graph.constants.items():
             lw.values[const_name] = as_mil_array(value)
         failures = _lower_nodes(lw, graph, table)
         if failures:
             raise LoweringFailed(failures)
-        outputs, output_names = _graph_outputs(lw, graph, set(placeholders.values()))
+        outputs, output_names, scalar_outputs = _graph_outputs(lw, graph, set(placeholders.values()))
         function.set_outputs(outputs)
     program.add_function("main", function)
-    return LoweredProgram(program=program, output_names=output_names, input_names=input_names)
+    return LoweredProgram(
+        program=program,
+        output_names=output_names,
+        input_names=input_names,
+        rank0_inputs=sorted(scalar_inputs),
+        rank0_outputs=[info.name for info in graph.outputs if info.name in scalar_outputs],
+    )
+
+
+def _consumers(graph: FoldedGraph) -> dict[str, list[str]]:
+    readers: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        for name in node.input:
+            readers.setdefault(name, []).append(node.op_type)
+    for info in graph.outputs:
+        readers.setdefault(info.name, []).append("output")
+    return readers
 
 
 def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) -> list[Unlowered]:
@@ -239,15 +309,20 @@ def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) ->
 
 def _graph_outputs(
     lw: Lowering, graph: FoldedGraph, placeholders: set[Any]
-) -> tuple[list[Any], dict[str, str]]:
+) -> tuple[list[Any], dict[str, str], set[str]]:
     outputs: list[Any] = []
     names: dict[str, str] = {}
+    scalars: set[str] = set()
     for info in graph.outputs:
         value = lw.value(info.name)
         name = mil_name(info.name)
+        if len(value.shape) == 0:
+            # ML Program outputs have rank 1 or more, as inputs do: a scalar leaves as shape [1]
+            value = lw.mb.expand_dims(x=lw.var(info.name), axes=[0], name=lw.unique_name(info.name))
+            scalars.add(info.name)
         # A MIL function output must be a distinct op output with the output's name.
-        if isinstance(value, np.ndarray) or value in outputs or value.name != name or value in placeholders:
+        elif isinstance(value, np.ndarray) or value in outputs or value.name != name or value in placeholders:
             value = lw.mb.identity(x=lw.var(info.name), name=lw.unique_name(info.name))
         outputs.append(value)
         names[info.name] = value.name
-    return outputs, names
+    return outputs, names, scalars

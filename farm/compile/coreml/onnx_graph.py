@@ -136,7 +136,8 @@ def as_mil_array(value: np.ndarray) -> np.ndarray:
         return array.astype(np.float32)
     if array.dtype in (np.int64, np.uint64, np.uint32):
         info = np.iinfo(np.int32)
-        clipped: np.ndarray = np.clip(array, info.min, info.max)
+        # np.clip gives a numpy scalar for a 0-d array: keep it an array (a known constant)
+        clipped: np.ndarray = np.asarray(np.clip(array, info.min, info.max))
         return clipped.astype(np.int32)
     if array.dtype in (np.int16, np.int8, np.uint16, np.uint8):
         return array.astype(np.int32)

@@ -94,3 +94,8 @@ def tree_sha256(path: Path) -> str:
                 digest.update(chunk)
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def package_bytes(path: Path) -> int:
+    """Size of a directory artifact (an .mlpackage) on disk: its files' bytes."""
+    return sum(file.stat().st_size for file in path.rglob("*") if file.is_file())

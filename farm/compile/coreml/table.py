@@ -6,10 +6,18 @@ from farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
 from farm.compile.coreml.lower_index import INDEX_LOWERINGS
 from farm.compile.coreml.lower_nn import NN_LOWERINGS
 from farm.compile.coreml.lower_norm import NORM_LOWERINGS
+from farm.compile.coreml.lower_quant import QUANT_LOWERINGS
 from farm.compile.coreml.lower_tensor import TENSOR_LOWERINGS
 from farm.compile.coreml.lowering import LowerFn
 
 
 def lowering_table() -> dict[str, LowerFn]:
     """ONNX op type -> lowering function (a fresh dict: callers may narrow it)."""
-    return {**ELEMENTWISE_LOWERINGS, **NN_LOWERINGS, **NORM_LOWERINGS, **TENSOR_LOWERINGS, **INDEX_LOWERINGS}
+    return {
+        **ELEMENTWISE_LOWERINGS,
+        **NN_LOWERINGS,
+        **NORM_LOWERINGS,
+        **TENSOR_LOWERINGS,
+        **INDEX_LOWERINGS,
+        **QUANT_LOWERINGS,
+    }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from farm.reports.compare import Comparison
 from farm.reports.findings.base import Finding, Rule
-from farm.reports.findings.compile import fusion_only_on, node_count_gap
+from farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
 from farm.reports.findings.jobs import job_failed
 from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
 from farm.reports.findings.numerics import (
@@ -31,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     reduced_precision,
     fusion_only_on,
     node_count_gap,
+    precision_differs,
     unstable_latency,
     route_divergence,
 )

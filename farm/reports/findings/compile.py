@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from farm.compile.precision import dominant
 from farm.reports.compare import Comparison, fusion_differences
 from farm.reports.findings.base import Finding
 
@@ -43,3 +44,42 @@ def node_count_gap(comparison: Comparison) -> list[Finding]:
             {"nodes_after": counts},
         )
     ]
+
+
+def precision_differs(comparison: Comparison) -> list[Finding]:
+    """An op group one target computes in int8 and another in float, or not as the source model
+    asks ("coreml/gpu runs conv in fp16; ort/cpu runs conv in int8"), from the compile reports."""
+    by_group: dict[str, dict[str, str]] = {}
+    source: dict[str, str] = {}
+    for column in comparison.ok_columns:
+        for group, counts in (column.compile.get("op_precision") or {}).items():
+            if counts:
+                by_group.setdefault(group, {})[column.label] = dominant(counts)
+        for group, counts in (column.compile.get("source_op_precision") or {}).items():
+            if counts:
+                source[group] = dominant(counts)
+    findings = []
+    for group, per_target in sorted(by_group.items()):
+        precisions = set(per_target.values())
+        # int8 against float only: fp16 against fp32 is the whole artifact's, which
+        # reduced_precision already weighs, and would repeat here for every group
+        targets_differ = "int8" in precisions and len(precisions) > 1
+        off_source = group in source and any((p == "int8") != (source[group] == "int8") for p in precisions)
+        if not (targets_differ or off_source):
+            continue
+        kinds: dict[str, list[str]] = {}
+        for label, precision in per_target.items():
+            kinds.setdefault(precision, []).append(label)
+        text = "; ".join(
+            f"{', '.join(labels)} run{'s' if len(labels) == 1 else ''} {group} in {precision}"
+            for precision, labels in sorted(kinds.items())
+        )
+        evidence: dict[str, object] = {"op_group": group, "precision": per_target}
+        if group in source:
+            evidence["source"] = source[group]
+            if source[group] not in kinds:
+                text += f"; the source model has it in {source[group]}"
+        # a whole-network group (conv, matmul) in int8 on one target and float on another explains drift
+        weight = 0.3 if group in ("conv", "matmul") else 0.1
+        findings.append(Finding("precision_differs", weight, text, evidence))
+    return findings
