@@ -19,6 +19,9 @@ from farm.errors import SchedulingError
 #: the embedded Ray's object store: small, results are small and the host has other work to do
 DEFAULT_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 RAY_NAMESPACE = "farm"
+#: where an embedded Ray (and `farm serve`'s embedded head) listens unless told otherwise: a
+#: Ray node runs code for whoever reaches it, so it is not offered to the network by default
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,8 @@ class ClusterConfig:
     #: None: start an embedded local Ray; otherwise `ray://...` or `host:port` of a head
     address: str | None = None
     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
-    #: this process's node address, where one machine runs several Ray nodes (tests) or has several
+    #: this process's node address, where one machine runs several Ray nodes (tests) or has several;
+    #: an embedded Ray binds it (None: DEFAULT_BIND_ADDRESS)
     node_ip_address: str | None = None
 
 
@@ -51,6 +55,8 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
 def _init(config: ClusterConfig) -> None:
     import ray
 
+    from farm.controller.ray_auth import check_head_accepts, ensure_local_token, use_local_token
+
     kwargs: dict[str, Any] = {
         "namespace": RAY_NAMESPACE,
         "log_to_driver": False,
@@ -59,14 +65,17 @@ def _init(config: ClusterConfig) -> None:
     }
     try:
         if config.address is None:
+            ensure_local_token()
             ray.init(
                 address="local",
+                _node_ip_address=config.node_ip_address or DEFAULT_BIND_ADDRESS,
                 include_dashboard=False,
                 num_cpus=os.cpu_count() or 1,
                 object_store_memory=config.object_store_bytes,
                 **kwargs,
             )
         else:
+            check_head_accepts(config.address, use_local_token())
             if config.node_ip_address:
                 kwargs["_node_ip_address"] = config.node_ip_address
             ray.init(address=config.address, **kwargs)
