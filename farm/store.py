@@ -22,10 +22,14 @@ from farm.store_sql import (
     Database,
     PostgresDatabase,
     SqliteDatabase,
+    StoreLocation,
     decode_values,
     is_postgres_url,
     redacted,
+    store_exists,
 )
+
+__all__ = ["MIGRATIONS", "ResultsStore", "RunRow", "StoreLocation", "new_run_id", "store_exists"]
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -79,15 +83,6 @@ class RunRow:
     suite: str | None
     status: str
     document: dict[str, Any]
-
-
-#: where a store is: a SQLite file, or a `postgresql://` URL
-StoreLocation = Path | str
-
-
-def store_exists(location: StoreLocation) -> bool:
-    """False for a SQLite file not made yet (nothing run); a server is asked when opened."""
-    return is_postgres_url(location) or Path(location).exists()
 
 
 class ResultsStore:

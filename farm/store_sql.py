@@ -24,6 +24,15 @@ PG_MIGRATION_LOCK = 0x6661726D  # "farm"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
+#: where a store is: a SQLite file, or a `postgresql://` URL
+StoreLocation = Path | str
+
+
+def store_exists(location: StoreLocation) -> bool:
+    """False for a SQLite file not made yet (nothing run); a server is asked when opened."""
+    return is_postgres_url(location) or Path(location).exists()
+
+
 def is_postgres_url(location: str | Path) -> bool:
     return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 

@@ -34,6 +34,9 @@ from farm.cli.output import json_default
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The source model, where it is no longer at the path the run recorded (for op alignment).",
 )
+@click.option(
+    "--address", help="Read the fleet's store through the controller (`farm serve`) on this Ray cluster."
+)
 @click.pass_obj
 @handles_errors
 def report(
@@ -44,12 +47,13 @@ def report(
     as_json: bool,
     trace_dir: Path | None,
     model_path: Path | None,
+    address: str | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
     from farm.cli.runs import load_run, open_store
     from farm.reports.document import build_report
 
-    with open_store(state) as store:
+    with open_store(state, address) as store:
         run = load_run(store, run_id)
         against = load_run(store, against_id) if against_id else None
     built = build_report(run, against, model_path=model_path, artifacts_root=state.home.artifacts)

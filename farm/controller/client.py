@@ -71,15 +71,19 @@ class FleetClient:
         return ray.put(path.read_bytes())
 
     def run(
-        self, specs: list[JobSpec], on_event: Callable[[JobEvent], None] | None = None
+        self,
+        specs: list[JobSpec],
+        on_event: Callable[[JobEvent], None] | None = None,
+        run_id: str | None = None,
     ) -> Iterator[JobEvent]:
-        """Submit `specs` as one submission; yield each job's final event as it arrives."""
+        """Submit `specs` as one submission (recording `run_id`, which the controller marks
+        interrupted if this submitter vanishes); yield each job's final event as it arrives."""
         import ray
 
         submission = secrets.token_hex(6)
         remaining = {s.job_id for s in specs}
         try:
-            ray.get(self.fleet.submit.remote(submission, specs))
+            ray.get(self.fleet.submit.remote(submission, specs, run_id))
             while remaining:
                 for event in ray.get(self.fleet.poll.remote(submission, POLL_S)):
                     if on_event is not None:

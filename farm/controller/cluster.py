@@ -8,12 +8,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from farm.controller.watchdog import Watchdog
 from farm.errors import SchedulingError
 
 #: the embedded Ray's object store: small, results are small and the host has other work to do
@@ -44,12 +47,37 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
         return
     # Ray's driver prints cluster events ("(raylet) The node ... died") on stdout, which is the
     # report's (or the one JSON document's) alone: while Ray runs, they go to stderr
-    with contextlib.redirect_stdout(sys.stderr):
-        _init(config)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+    watchdog = Watchdog() if config.address is None else None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            _init(config)
+            try:
+                with sigterm_as_interrupt():
+                    yield
+            finally:
+                ray.shutdown()
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI runner's timeout, `systemctl stop`, `kill`) ends a submission as Ctrl-C does:
+    its run marked interrupted, its jobs cancelled, Ray stopped. `ray.init` installs a SIGTERM
+    handler of its own that exits without any of that: this one replaces it while Ray runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _init(config: ClusterConfig) -> None:

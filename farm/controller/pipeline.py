@@ -29,13 +29,14 @@ from farm.controller.fleet import JobEvent
 from farm.controller.node_agent import default_platforms
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S, JobSpec
 from farm.controller.recording import RunRecorder, recorded_run
+from farm.controller.results import run_store
 from farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from farm.errors import FarmError, UsageError
 from farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
 from farm.model import ModelInfo, inspect_model
 from farm.profiles import DeviceProfile
 from farm.reference import reference_outputs
-from farm.store import ResultsStore, new_run_id
+from farm.store import StoreLocation, new_run_id
 from farm.targets import Target
 
 
@@ -274,7 +275,7 @@ def run_planned(
             base = owners[event.job_id].bases[event.job_id][0]
             progress.stage(f"{base['requested']} {base['target']}: {event.message}")
 
-    for event in client.run([s for p in planned for s in p.specs], on_event):
+    for event in client.run([s for p in planned for s in p.specs], on_event, run_id=recorder.run_id):
         owner = owners[event.job_id]
         base, artifact = owner.bases[event.job_id]
         doc = _event_document(event, base, artifact, owner)
@@ -319,7 +320,10 @@ def submit(
     settings: AgentSettings,
     cluster: ClusterConfig,
     progress: Progress | None = None,
+    store: StoreLocation | None = None,
 ) -> dict[str, Any]:
+    """Embedded, the results go to `store` (default: the farm directory's); with an address, to
+    the controller's store, which `farm serve` named."""
     progress = progress or SilentProgress()
     checked, platforms = check_requests([request], profiles, settings)
     progress.stage("finding devices")
@@ -329,7 +333,10 @@ def submit(
         run_id = new_run_id()
         document = run_document(run_id, request, prepared)
         planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
-        with ResultsStore(home.store_path) as store, recorded_run(store, run_id, "submit", document) as rec:
+        with (
+            run_store(client.embedded, client.fleet, store or home.store_path) as results,
+            recorded_run(results, run_id, "submit", document) as rec,
+        ):
             run_planned([planned], client, rec, progress)
     document.update(status=rec.status, jobs=rec.jobs)
     return document

@@ -127,3 +127,15 @@ def check_head_accepts(address: str, setup: AuthSetup, timeout_s: float = DEFAUL
                     f"the Ray head at {address} refused this host's authentication token",
                     hint=refused_hint(setup),
                 ) from None
+
+
+def submitter_instructions(address: str) -> str:
+    """What `farm serve` tells the operator: how a submitter here, and one elsewhere, connects."""
+    path = token_path()
+    if os.environ.get(AUTH_MODE_VAR, "token").lower() != "token":
+        return f"submit with `farm submit --address {address}` (Ray token auth is off: {AUTH_MODE_VAR})"
+    return (
+        f"submit with `farm submit --address {address}`; on this host the token in {path} is found; "
+        f"on another host copy that file (mode 0600) and set {AUTH_MODE_VAR}=token "
+        f"{TOKEN_PATH_VAR}=/path/to/the/copy"
+    )
