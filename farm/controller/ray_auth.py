@@ -80,10 +80,23 @@ def use_local_token() -> AuthSetup:
         if path.is_file():
             os.environ[TOKEN_PATH_VAR] = str(path)
         mode = "token"
+        _reload_ray_auth()
     if path.is_file():
         secure_token_file(path)
     token_mode = (mode or "").lower() == "token"
     return AuthSetup(token_mode, path if token_mode and path.is_file() else None)
+
+
+def _reload_ray_auth() -> None:
+    """Ray's C++ core read RAY_AUTH_MODE and the token when `ray` was imported: have it read them
+    again (as Ray's own `_enable_token_auth` does), or `ray.init` connects without the token."""
+    import sys
+
+    if "ray" not in sys.modules:
+        return
+    raylet: Any = importlib.import_module("ray._raylet")
+    raylet.Config.initialize("")
+    raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _token(setup: AuthSetup) -> str | None:

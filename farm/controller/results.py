@@ -62,6 +62,15 @@ class ControllerResults:
     def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if method not in REMOTE_METHODS:
             raise SchedulingError(f"the controller's store has no method {method!r}")
+        if method == "start_run":
+            # The run is the controller's now: a restarted `farm serve` finds it "running" under
+            # this (dead) process and marks it interrupted. The submitter is kept for the record.
+            from farm.controller.recording import controller_identity
+
+            run_id, kind, document = args[:3]
+            submitter = document.get("controller")
+            document = {**document, "controller": controller_identity(), "submitter": submitter}
+            args = (run_id, kind, document, *args[3:])
         with self._lock:
             return getattr(self._store, method)(*args, **kwargs)
 
@@ -94,8 +103,9 @@ class ControllerStore:
                 raise exc.cause from None  # the store's own error (no such run, ...), as raised
             error = to_farm_error(exc)
             raise SchedulingError(
-                f"the controller's store did not answer: {error}",
-                hint="is `farm serve` running on that cluster? `farm devices --address` checks",
+                f"lost the farm controller: {error}",
+                hint="its store keeps the jobs it wrote; restart `farm serve` (it marks this run "
+                "interrupted) and resubmit",
             ) from None
 
     def start_run(self, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None) -> None:
