@@ -65,7 +65,8 @@ class DeviceActorImpl:
         if not path.exists():  # written only once verified: a cached artifact is not fetched again
             import ray
 
-            data: bytes = ray.get(blob)
+            # small artifacts travel inline, as bytes (`FleetClient.ship`); larger ones by reference
+            data: bytes = blob if isinstance(blob, bytes) else ray.get(blob)
             data_sha = hashlib.sha256(data).hexdigest()
             if data_sha != request.artifact_sha256:
                 raise ValueError(

@@ -27,6 +27,9 @@ from farm.profiles import DeviceProfile
 POLL_S = 1.0
 #: artifacts above this size are not shipped through the object store (shared filesystem needed)
 MAX_SHIPPED_BYTES = 512 * 1024 * 1024
+#: artifacts up to this size travel inside the job's call itself: a driver's first `ray.put`
+#: costs about half a second (measured, benchmarks/fleet_overheads.py), a tiny model's bytes nothing
+MAX_INLINE_BYTES = 64 * 1024
 
 
 @dataclass
@@ -68,6 +71,8 @@ class FleetClient:
 
         if self.embedded or not path.is_file() or path.stat().st_size > MAX_SHIPPED_BYTES:
             return None
+        if path.stat().st_size <= MAX_INLINE_BYTES:
+            return path.read_bytes()
         return ray.put(path.read_bytes())
 
     def run(
