@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 USER = "farm"
@@ -122,3 +124,13 @@ def postgres_server() -> Iterator[PostgresServer]:
             process.wait(timeout=STOP_TIMEOUT_S)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for a test module (import this fixture into the module)."""
+    pytest.importorskip("psycopg")
+    if postgres_bin() is None:
+        pytest.skip("Debian's postgresql is not installed")
+    with postgres_server() as server:
+        yield server

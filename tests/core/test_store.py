@@ -3,25 +3,15 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from farm.errors import StoreError, UsageError
 from farm.store import MIGRATIONS, ResultsStore, StoreLocation
-from tests.pg_server import PostgresServer, postgres_bin, postgres_server
+from tests.pg_server import PostgresServer, postgres  # noqa: F401 - the fixture
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresServer]:
-    pytest.importorskip("psycopg")
-    if postgres_bin() is None:
-        pytest.skip("Debian's postgresql is not installed")
-    with postgres_server() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -67,7 +57,7 @@ def test_a_sqlite_store_from_a_newer_farm_is_refused(tmp_path: Path) -> None:
         ResultsStore(path)
 
 
-def test_a_postgres_store_from_a_newer_farm_is_refused(postgres: PostgresServer) -> None:
+def test_a_postgres_store_from_a_newer_farm_is_refused(postgres: PostgresServer) -> None:  # noqa: F811
     import psycopg
 
     url = postgres.new_database()
