@@ -81,7 +81,7 @@ def serve(
     import ray
 
     from farm.controller.client import FleetStateClient
-    from farm.controller.cluster import ClusterConfig, ray_cluster
+    from farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
     from farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
     from farm.controller.recording import interrupt_orphans
     from farm.store import ResultsStore
@@ -131,7 +131,10 @@ def serve(
             thread.start()
         where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"
         click.echo(f"farm controller serving on {where}; store {store.path}", err=True)
-        click.echo(submitter_instructions(address or ray.get_runtime_context().gcs_address), err=True)
+        loopback_only = address is None and (node_ip or DEFAULT_BIND_ADDRESS).startswith("127.")
+        click.echo(
+            submitter_instructions(address or ray.get_runtime_context().gcs_address, loopback_only), err=True
+        )
         try:
             while not stop.wait(STATUS_EVERY_S):
                 snap = FleetStateClient(fleet).snapshot()

@@ -142,9 +142,15 @@ def check_head_accepts(address: str, setup: AuthSetup, timeout_s: float = DEFAUL
                 ) from None
 
 
-def submitter_instructions(address: str) -> str:
-    """What `farm serve` tells the operator: how a submitter here, and one elsewhere, connects."""
+def submitter_instructions(address: str, loopback_only: bool = False) -> str:
+    """What `farm serve` tells the operator: how a submitter here, and one elsewhere, connects
+    (`loopback_only`: its embedded Ray listens on this host only)."""
     path = token_path()
+    if loopback_only:
+        return (
+            f"submit with `farm submit --address {address}` from this host (the token in {path} is "
+            "found); Ray listens on loopback only: `farm serve --bind ADDRESS` to take other hosts"
+        )
     if os.environ.get(AUTH_MODE_VAR, "token").lower() != "token":
         return f"submit with `farm submit --address {address}` (Ray token auth is off: {AUTH_MODE_VAR})"
     return (
