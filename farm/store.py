@@ -1,4 +1,5 @@
-"""The results store: SQLite in WAL mode, schema versioned by `PRAGMA user_version`.
+"""The results store: SQLite in WAL mode (a path: the embedded default) or PostgreSQL (a
+`postgresql://` URL: a fleet's controller), with one schema, versioned, migrated in order.
 
 A run row is written when a run starts; each job is written in one transaction when it is
 complete (measurements, analysis and all) or failed (its error and nothing else). Readers
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import StoreError, UsageError
+from farm.store_sql import (
+    Database,
+    PostgresDatabase,
+    SqliteDatabase,
+    StoreLocation,
+    decode_values,
+    is_postgres_url,
+    redacted,
+    store_exists,
+)
+
+__all__ = ["MIGRATIONS", "ResultsStore", "RunRow", "StoreLocation", "new_run_id", "store_exists"]
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -91,18 +103,24 @@ class RunRow:
 
 
 class ResultsStore:
-    def __init__(self, path: Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
-        self.path = path
+    def __init__(self, path: StoreLocation, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        #: for messages: the file, or the URL without its password
+        self.path = redacted(path) if is_postgres_url(path) else Path(path)
+        self._errors: tuple[type[BaseException], ...] = (Exception,)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
+            if is_postgres_url(path):
+                self._db: Database = PostgresDatabase(str(path), busy_timeout_s)
+            else:
+                self._db = SqliteDatabase(Path(path), busy_timeout_s)
+            self._errors = self._db.errors
             self._migrate()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{path}: cannot open the results store ({exc})") from None
+        except ImportError:
+            raise StoreError(
+                f"{self.path}: a PostgreSQL store needs psycopg", hint="pip install 'farm[postgres]'"
+            ) from None
+        except self._errors as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"{self.path}: cannot open the results store ({reason})") from None
 
     def close(self) -> None:
         self._db.close()
@@ -114,35 +132,45 @@ class ResultsStore:
         self.close()
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> Iterator[Database]:
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._db.begin_write()
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.rollback()
                 raise
-            self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
+            self._db.commit()
+        except self._errors as exc:
             raise StoreError(f"{self.path}: {exc}") from None
 
-    def _migrate(self) -> None:
-        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
+    def _check_version(self, version: int) -> None:
         if version > len(MIGRATIONS):
             raise StoreError(
                 f"{self.path}: written by a newer farm (schema {version}, this one knows {len(MIGRATIONS)})",
-                hint="upgrade farm, or point FARM_HOME elsewhere",
+                hint="upgrade farm, or point FARM_HOME / --store elsewhere",
             )
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            with self._transaction() as db:
-                for statement in script.split(";"):
+
+    def _migrate(self) -> None:
+        self._check_version(self._db.schema_version())
+        if self._db.schema_version() == len(MIGRATIONS):
+            return
+        # The version is read again inside the write transaction: of two first opens at once, one
+        # migrates and the other then finds nothing left to do ("table runs already exists").
+        with self._transaction() as db:
+            if isinstance(db, PostgresDatabase):
+                db.lock_for_migration()
+            version = db.schema_version()
+            self._check_version(version)
+            for script in MIGRATIONS[version:]:
+                for statement in db.ddl(script).split(";"):
                     if statement.strip():
                         db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number}")
+            db.set_schema_version(len(MIGRATIONS))
 
     @property
     def schema_version(self) -> int:
-        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+        return self._db.schema_version()
 
     # -- writing -------------------------------------------------------------------------
 
@@ -188,7 +216,8 @@ class ResultsStore:
 
     def runs(self, limit: int = 50, kind: str | None = None, suite: str | None = None) -> list[RunRow]:
         query = "SELECT run_id, created_at, finished_at, kind, suite, status, document FROM runs"
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[Any] = []
         if kind:
             clauses.append("kind=?")
             args.append(kind)
@@ -198,14 +227,14 @@ class ResultsStore:
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY created_at DESC, run_id DESC LIMIT ?"
-        args.append(str(limit))
+        args.append(int(limit))
         return [self._run_row(r) for r in self._db.execute(query, args).fetchall()]
 
     def resolve_run_id(self, prefix: str) -> str:
         """A run id, or a unique prefix of one (as git takes commit prefixes)."""
         rows = self._db.execute(
-            "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' ORDER BY run_id",
-            (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+            "SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '!' ORDER BY run_id",
+            (prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%",),
         ).fetchall()
         if not rows:
             raise UsageError(f"no run {prefix!r} in {self.path}", hint="`farm runs` lists the stored runs")
@@ -249,40 +278,36 @@ class ResultsStore:
     def read_snapshot(self) -> Iterator[None]:
         """Reads inside see the store at one instant: a scrape never mixes two states of it."""
         try:
-            self._db.execute("BEGIN DEFERRED")
-        except sqlite3.Error as exc:
+            self._db.begin_read()
+        except self._errors as exc:
             raise StoreError(f"{self.path}: {exc}") from None
         try:
             yield
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             raise StoreError(f"{self.path}: {exc}") from None
         finally:
-            self._db.execute("ROLLBACK")
+            self._db.rollback()
 
     def latest_job_ids(self) -> list[str]:
         """job_id of the newest successful job per (model, device, target)."""
-        # SQLite takes a bare column from the row that holds the MAX().
-        rows = self._db.execute(
-            "SELECT job_id, MAX(finished_at) FROM jobs WHERE status='ok' GROUP BY model_name, device, target"
-        ).fetchall()
+        rows = self._db.execute(self._db.newest_ok_job_ids()).fetchall()
         return [str(r[0]) for r in rows]
 
     def job_fields(self, job_ids: list[str], paths: tuple[str, ...]) -> dict[str, list[Any]]:
-        """job_id -> the values at `paths` (`$.latency_ms.p50`, ...) of its document, parsed in SQLite."""
+        """job_id -> the values at `paths` (`$.latency_ms.p50`, ...) of its document, parsed in the
+        database."""
         found: dict[str, list[Any]] = {}
         if not paths:
             return found
-        placeholders = ",".join("?" * len(paths))
-        # A path that never exists makes json_extract answer a JSON array even for one path.
+        expression, expression_args = self._db.json_values(paths)
         for start in range(0, len(job_ids), 500):
             chunk = job_ids[start : start + 500]
             rows = self._db.execute(
-                f"SELECT job_id, json_extract(document, {placeholders}, '$.__farm_none__') FROM jobs"
-                f" WHERE job_id IN ({','.join('?' * len(chunk))})",
-                (*paths, *chunk),
+                f"SELECT job_id, {expression} FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})",
+                (*expression_args, *chunk),
             ).fetchall()
             for job_id, values in rows:
-                found[str(job_id)] = json.loads(values)[: len(paths)]
+                found[str(job_id)] = decode_values(values)[: len(paths)]
         return found
 
     def job_duration_buckets(
@@ -290,9 +315,11 @@ class ResultsStore:
     ) -> list[tuple[str, str, int, int, float, list[int]]]:
         """Per (device, status): jobs, jobs with a start time, their summed duration, and how many
         took at most each bound (cumulative, as Prometheus buckets are)."""
-        buckets = ", ".join("SUM(finished_at - started_at <= ?)" for _ in bounds_s)
+        buckets = ", ".join(
+            "SUM(CASE WHEN finished_at - started_at <= ? THEN 1 ELSE 0 END)" for _ in bounds_s
+        )
         rows = self._db.execute(
-            f"SELECT device, status, COUNT(*), COUNT(started_at), TOTAL(finished_at - started_at)"
+            f"SELECT device, status, COUNT(*), COUNT(started_at), COALESCE(SUM(finished_at - started_at), 0)"
             f"{', ' + buckets if bounds_s else ''} FROM jobs GROUP BY device, status",
             bounds_s,
         ).fetchall()
@@ -326,9 +353,9 @@ class ResultsStore:
                 "UPDATE runs SET status='interrupted', finished_at=? WHERE run_id=? AND status='running'",
                 (time.time(), run_id),
             )
-        return cursor.rowcount > 0
+        return bool(cursor.rowcount > 0)
 
     def jobs_version(self) -> tuple[int, int]:
         """Changes whenever a job is added or removed: (number of jobs, largest rowid)."""
-        row = self._db.execute("SELECT COUNT(*), COALESCE(MAX(rowid), 0) FROM jobs").fetchone()
+        row = self._db.execute(f"SELECT COUNT(*), {self._db.change_marker()} FROM jobs").fetchone()
         return (int(row[0]), int(row[1]))

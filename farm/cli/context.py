@@ -18,6 +18,7 @@ from agents.base import AgentSettings
 from farm.config import FarmHome, default_home
 from farm.errors import FarmError
 from farm.profiles import DEFAULT_PROFILES_DIR, DeviceProfile, load_profiles
+from farm.store_sql import StoreLocation, is_postgres_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,10 +28,19 @@ class CliState:
     debug: bool = False
     home_dir: Path | None = None
     profiles_dir: Path | None = None
+    store_url: str | None = None
 
     @property
     def home(self) -> FarmHome:
         return FarmHome(self.home_dir or Path(os.environ.get("FARM_HOME") or default_home()))
+
+    @property
+    def store(self) -> StoreLocation:
+        """`--store`, else $FARM_STORE, else the farm directory's SQLite file."""
+        chosen = self.store_url or os.environ.get("FARM_STORE")
+        if not chosen:
+            return self.home.store_path
+        return chosen if is_postgres_url(chosen) else Path(chosen).expanduser()
 
     def profiles(self) -> dict[str, DeviceProfile]:
         directory = self.profiles_dir or Path(os.environ.get("FARM_PROFILES_DIR") or DEFAULT_PROFILES_DIR)

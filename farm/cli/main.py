@@ -17,11 +17,19 @@ from farm.errors import DISTRIBUTION
     "--home", type=click.Path(path_type=Path), help="Farm directory (default: $FARM_HOME or ~/.cache/farm)."
 )
 @click.option("--profiles-dir", type=click.Path(path_type=Path), help="Device profiles directory.")
+@click.option(
+    "--store",
+    "store_url",
+    help="Results store: a SQLite file or postgresql://user@host/db "
+    "(default: $FARM_STORE, else results.sqlite in the farm directory).",
+)
 @click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, home: Path | None, profiles_dir: Path | None) -> None:
+def cli(
+    ctx: click.Context, debug: bool, home: Path | None, profiles_dir: Path | None, store_url: str | None
+) -> None:
     """Benchmark one ONNX model on many devices and runtimes, side by side."""
-    ctx.obj = CliState(debug=debug, home_dir=home, profiles_dir=profiles_dir)
+    ctx.obj = CliState(debug=debug, home_dir=home, profiles_dir=profiles_dir, store_url=store_url)
 
 
 def _register() -> None:

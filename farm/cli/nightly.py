@@ -59,6 +59,7 @@ def nightly(
         cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
         baseline=baseline,
         progress=StderrProgress(),
+        store_location=state.store,
     )
     if pushgateway:
         from farm.metrics.pushgateway import push_run_summary

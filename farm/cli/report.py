@@ -54,6 +54,9 @@ from farm.cli.output import json_default
     metavar="TARGETS",
     help="With --layers, also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
 )
+@click.option(
+    "--address", help="Read the fleet's store through the controller (`farm serve`) on this Ray cluster."
+)
 @click.pass_obj
 @handles_errors
 def report(
@@ -67,12 +70,13 @@ def report(
     layers: bool,
     layers_budget: int,
     predict: str | None,
+    address: str | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
     from farm.cli.runs import load_run, open_store
     from farm.reports.document import build_report
 
-    with open_store(state) as store:
+    with open_store(state, address) as store:
         run = load_run(store, run_id)
         against = load_run(store, against_id) if against_id else None
     built = build_report(

@@ -3,43 +3,61 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 from rich.table import Table
 
 from farm.cli.context import CliState, handles_errors
+from farm.controller.results import RunStore
 from farm.errors import UsageError
 from farm.reports.fit import fit_table
 from farm.reports.terminal import stdout_console
-from farm.store import ResultsStore
+from farm.store import ResultsStore, store_exists
+
+ADDRESS_HELP = "Read the fleet's store through the controller (`farm serve`) on this Ray cluster."
 
 
-def open_store(state: CliState) -> ResultsStore:
-    """The results store for reading; a missing one is the user's "nothing run yet", not a new file."""
-    path = state.home.store_path
-    if not path.exists():
-        raise UsageError(f"no results store at {path} yet", hint="run `farm submit` first")
-    return ResultsStore(path)
+@contextmanager
+def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore]:
+    """The results store for reading: with `address`, the controller's (the fleet's history);
+    else the local one, where a missing file is the user's "nothing run yet", not a new file."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
+        from farm.controller.cluster import ClusterConfig, ray_cluster
+        from farm.controller.node_agent import find_fleet
+        from farm.controller.results import ControllerStore
+
+        with ray_cluster(ClusterConfig(address=address)):
+            yield ControllerStore(find_fleet())
+        return
+    location = state.store
+    if not store_exists(location):
+        raise UsageError(f"no results store at {location} yet", hint="run `farm submit` first")
+    with ResultsStore(location) as store:
+        yield store
 
 
 #: the run id that names the newest stored run, so a command can be written before its run exists
 LATEST_RUN = "latest"
 
 
-def resolve_run(store: ResultsStore, run_id: str) -> str:
+def resolve_run(store: RunStore, run_id: str) -> str:
     """A run id, a unique prefix of one, or `latest`."""
     if run_id == LATEST_RUN:
         newest = store.runs(limit=1)
         if not newest:
-            raise UsageError(f"no runs in {store.path} yet", hint="run `farm submit` first")
+            raise UsageError("no runs stored yet", hint="run `farm submit` first")
         return newest[0].run_id
     return store.resolve_run_id(run_id)
 
 
-def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
+def load_run(store: RunStore, run_id: str) -> dict[str, Any]:
     row = store.run(resolve_run(store, run_id))
     document = dict(row.document)
     document.update(
@@ -50,12 +68,13 @@ def load_run(store: ResultsStore, run_id: str) -> dict[str, Any]:
 
 @click.command()
 @click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--address", help=ADDRESS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
-def runs(state: CliState, limit: int, as_json: bool) -> None:
+def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> None:
     """List stored runs, newest first."""
-    with open_store(state) as store:
+    with open_store(state, address) as store:
         rows = store.runs(limit=limit)
         listing = [
             {
@@ -92,15 +111,16 @@ def runs(state: CliState, limit: int, as_json: bool) -> None:
 
 @click.command()
 @click.argument("run_id")
+@click.option("--address", help=ADDRESS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
 @click.pass_obj
 @handles_errors
-def show(state: CliState, run_id: str, as_json: bool, wide: bool) -> None:
+def show(state: CliState, run_id: str, address: str | None, as_json: bool, wide: bool) -> None:
     """Show one stored run (an id, a unique prefix of one, or `latest`)."""
     from farm.reports.terminal import print_run
 
-    with open_store(state) as store:
+    with open_store(state, address) as store:
         document = load_run(store, run_id)
     if as_json:
         sys.stdout.write(json.dumps(document) + "\n")

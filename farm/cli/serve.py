@@ -12,11 +12,12 @@ import click
 from farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
 from farm.cli.context import CliState, handles_errors
 from farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
+from farm.controller.ray_auth import submitter_instructions
 
 STATUS_EVERY_S = 60.0
 
 
-def _start_fleet(node_id: str, submitter_timeout_s: float) -> Any:
+def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
     import ray
 
     from farm.controller.cluster import RAY_NAMESPACE
@@ -35,7 +36,7 @@ def _start_fleet(node_id: str, submitter_timeout_s: float) -> Any:
     fleet = (
         fleet_actor_class()
         .options(name=FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE, scheduling_strategy=node_strategy(node_id))
-        .remote(submitter_timeout_s=submitter_timeout_s)
+        .remote(submitter_timeout_s=submitter_timeout_s, store_location=store)
     )
     ray.get(fleet.units.remote())  # the actor is up before agents and submitters look for it
     return fleet
@@ -47,7 +48,13 @@ def _start_fleet(node_id: str, submitter_timeout_s: float) -> Any:
     help="Ray head, host:port (default: $RAY_ADDRESS; none: an embedded local Ray "
     "that serves this host's own devices).",
 )
-@click.option("--node-ip", help="This host's address in the cluster, where it has several.")
+@click.option(
+    "--node-ip",
+    "--bind",
+    "node_ip",
+    help="This host's address in the cluster; embedded, the address Ray listens on "
+    "(default 127.0.0.1: this host only).",
+)
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Where /metrics listens.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus /metrics on this port (0: any free port).")
 @click.option("--simulated", type=int, help="Embedded only: also serve N simulated units (load tests).")
@@ -74,7 +81,7 @@ def serve(
     import ray
 
     from farm.controller.client import FleetStateClient
-    from farm.controller.cluster import ClusterConfig, ray_cluster
+    from farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
     from farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
     from farm.controller.recording import interrupt_orphans
     from farm.store import ResultsStore
@@ -83,7 +90,8 @@ def serve(
     profiles, settings = fleet_settings(state, (), simulated)
     log_to_stderr()
     home = state.home.ensure()
-    with ResultsStore(home.store_path) as store:
+    location = state.store
+    with ResultsStore(location) as store:
         for run_id in interrupt_orphans(store):
             click.echo(
                 f"run {run_id} was left running by a controller that died: marked interrupted", err=True
@@ -91,7 +99,7 @@ def serve(
     with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
         stop = stop_on_signals()  # after ray.init, which installs handlers of its own
         node_id = ray.get_runtime_context().get_node_id()
-        fleet = _start_fleet(node_id, submitter_timeout_s)
+        fleet = _start_fleet(node_id, submitter_timeout_s, str(location))
         threads: list[threading.Thread] = []
         local: NodeAgent | None = None
         if address is None:
@@ -109,11 +117,11 @@ def serve(
             from farm.reports.web import RUNS_PATH, reports_app
 
             metrics = start_metrics_server(
-                home.store_path,
+                location,
                 metrics_host,
                 metrics_port,
                 FleetStateClient(fleet),
-                others=reports_app(home.store_path, home.artifacts),
+                others=reports_app(location, home.artifacts),
             )
             click.echo(
                 f"metrics on {metrics.url}; run reports on {metrics.url.removesuffix('/metrics')}{RUNS_PATH}",
@@ -122,7 +130,11 @@ def serve(
         for thread in threads:
             thread.start()
         where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"
-        click.echo(f"farm controller serving on {where}; store {home.store_path}", err=True)
+        click.echo(f"farm controller serving on {where}; store {store.path}", err=True)
+        loopback_only = address is None and (node_ip or DEFAULT_BIND_ADDRESS).startswith("127.")
+        click.echo(
+            submitter_instructions(address or ray.get_runtime_context().gcs_address, loopback_only), err=True
+        )
         try:
             while not stop.wait(STATUS_EVERY_S):
                 snap = FleetStateClient(fleet).snapshot()

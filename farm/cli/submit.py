@@ -208,6 +208,7 @@ def submit(
         settings=settings,
         cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
         progress=StderrProgress(),
+        store=state.store,
     )
     if as_json:
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")

@@ -27,6 +27,9 @@ from farm.profiles import DeviceProfile
 POLL_S = 1.0
 #: artifacts above this size are not shipped through the object store (shared filesystem needed)
 MAX_SHIPPED_BYTES = 512 * 1024 * 1024
+#: artifacts up to this size travel inside the job's call itself: a driver's first `ray.put`
+#: costs about half a second (measured, benchmarks/fleet_overheads.py), a tiny model's bytes nothing
+MAX_INLINE_BYTES = 64 * 1024
 
 
 @dataclass
@@ -71,18 +74,24 @@ class FleetClient:
 
         if self.embedded or not path.exists() or tree_size_bytes(path) > MAX_SHIPPED_BYTES:
             return None
-        return ray.put(pack_artifact(path, sha256 or sha256_path(path)))
+        packed = pack_artifact(path, sha256 or sha256_path(path))
+        # a small artifact travels inside the job call: a first `ray.put` costs a submitter ~0.7 s
+        return packed if tree_size_bytes(path) <= MAX_INLINE_BYTES else ray.put(packed)
 
     def run(
-        self, specs: list[JobSpec], on_event: Callable[[JobEvent], None] | None = None
+        self,
+        specs: list[JobSpec],
+        on_event: Callable[[JobEvent], None] | None = None,
+        run_id: str | None = None,
     ) -> Iterator[JobEvent]:
-        """Submit `specs` as one submission; yield each job's final event as it arrives."""
+        """Submit `specs` as one submission (recording `run_id`, which the controller marks
+        interrupted if this submitter vanishes); yield each job's final event as it arrives."""
         import ray
 
         submission = secrets.token_hex(6)
         remaining = {s.job_id for s in specs}
         try:
-            ray.get(self.fleet.submit.remote(submission, specs))
+            ray.get(self.fleet.submit.remote(submission, specs, run_id))
             while remaining:
                 for event in ray.get(self.fleet.poll.remote(submission, POLL_S)):
                     if on_event is not None:

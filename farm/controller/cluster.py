@@ -9,18 +9,24 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from farm.controller.watchdog import Watchdog
 from farm.errors import SchedulingError
 
 #: the embedded Ray's object store: small, results are small and the host has other work to do
 DEFAULT_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 RAY_NAMESPACE = "farm"
+#: where an embedded Ray (and `farm serve`'s embedded head) listens unless told otherwise: a
+#: Ray node runs code for whoever reaches it, so it is not offered to the network by default
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,8 @@ class ClusterConfig:
     #: None: start an embedded local Ray; otherwise `ray://...` or `host:port` of a head
     address: str | None = None
     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES
-    #: this process's node address, where one machine runs several Ray nodes (tests) or has several
+    #: this process's node address, where one machine runs several Ray nodes (tests) or has several;
+    #: an embedded Ray binds it (None: DEFAULT_BIND_ADDRESS)
     node_ip_address: str | None = None
 
 
@@ -42,21 +49,48 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
         return
     # Ray's driver prints cluster events ("(raylet) The node ... died") on stdout, which is the
     # report's (or the one JSON document's) alone: while Ray runs, they go to stderr
-    with contextlib.redirect_stdout(sys.stderr):
-        _init(config)
-        # an embedded Ray is this command's own: its session directory (logs, sockets, spilled
-        # objects) goes with it rather than piling up in Ray's temp folder, one per command
-        session_dir = embedded_session_dir() if config.address is None else None
-        try:
-            yield
-        finally:
-            ray.shutdown()
-            if session_dir is not None:
-                remove_session_dir(session_dir)
+    watchdog = Watchdog() if config.address is None else None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            _init(config)
+            # an embedded Ray is this command's own: its session directory (logs, sockets, spilled
+            # objects) goes with it rather than piling up in Ray's temp folder, one per command
+            session_dir = embedded_session_dir() if config.address is None else None
+            try:
+                with sigterm_as_interrupt():
+                    yield
+            finally:
+                ray.shutdown()
+                if session_dir is not None:
+                    remove_session_dir(session_dir)
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI runner's timeout, `systemctl stop`, `kill`) ends a submission as Ctrl-C does:
+    its run marked interrupted, its jobs cancelled, Ray stopped. `ray.init` installs a SIGTERM
+    handler of its own that exits without any of that: this one replaces it while Ray runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _init(config: ClusterConfig) -> None:
     import ray
+
+    from farm.controller.ray_auth import check_head_accepts, ensure_local_token, use_local_token
 
     kwargs: dict[str, Any] = {
         "namespace": RAY_NAMESPACE,
@@ -66,14 +100,17 @@ def _init(config: ClusterConfig) -> None:
     }
     try:
         if config.address is None:
+            ensure_local_token()
             ray.init(
                 address="local",
+                _node_ip_address=config.node_ip_address or DEFAULT_BIND_ADDRESS,
                 include_dashboard=False,
                 num_cpus=os.cpu_count() or 1,
                 object_store_memory=config.object_store_bytes,
                 **kwargs,
             )
         else:
+            check_head_accepts(config.address, use_local_token())
             if config.node_ip_address:
                 kwargs["_node_ip_address"] = config.node_ip_address
             ray.init(address=config.address, **kwargs)

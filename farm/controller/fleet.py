@@ -23,6 +23,7 @@ from typing import Any
 from agents.base import DeviceRun, DeviceUnit
 from farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
 from farm.controller.ray_errors import is_retryable, to_farm_error
+from farm.controller.results import ControllerResults
 from farm.errors import FarmError, SchedulingError
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,22 @@ class FleetActorImpl:
         self,
         health_period_s: float = DEFAULT_HEALTH_PERIOD_S,
         submitter_timeout_s: float = DEFAULT_SUBMITTER_TIMEOUT_S,
+        store_location: str | None = None,
     ) -> None:
         self.schedule = Schedule()
+        #: `farm serve`'s store, which submitters on any host write their runs to (None: embedded,
+        #: where the submitter writes its own)
+        self.results: ControllerResults | None = None
+        if store_location is not None:
+            from pathlib import Path
+
+            from farm.store_sql import is_postgres_url
+
+            self.results = ControllerResults(
+                store_location if is_postgres_url(store_location) else Path(store_location)
+            )
+        #: the run each submission records in the controller's store, interrupted if abandoned
+        self._run_of: dict[str, str] = {}
         self.health_period_s = health_period_s
         self.submitter_timeout_s = submitter_timeout_s
         #: monotonic time of each submission's last poll: a submitter that stops polling is gone
@@ -140,7 +155,18 @@ class FleetActorImpl:
 
     # -- submitters ----------------------------------------------------------------------
 
-    async def submit(self, submission: str, specs: list[JobSpec]) -> None:
+    async def store_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A submitter's read or write of the controller's store (`farm.controller.results`)."""
+        if self.results is None:
+            raise SchedulingError(
+                "this controller keeps no results store", hint="submit without --address, or use `farm serve`"
+            )
+        results = self.results
+        return await asyncio.get_running_loop().run_in_executor(None, results.call, method, args, kwargs)
+
+    async def submit(self, submission: str, specs: list[JobSpec], run_id: str | None = None) -> None:
+        if run_id is not None:
+            self._run_of[submission] = run_id
         self.events.setdefault(submission, [])
         self._last_poll[submission] = time.monotonic()
         self.schedule.enqueue(submission, specs)
@@ -157,7 +183,16 @@ class FleetActorImpl:
         events, self.events[submission] = self.events.get(submission, []), []
         return events
 
+    async def _abandoned(self, run_id: str | None) -> None:
+        """A submitter that vanished cannot finish its run: the store says it was interrupted."""
+        if run_id is not None and self.results is not None:
+            try:
+                await self.store_call("mark_interrupted", (run_id,), {})
+            except FarmError as exc:
+                log.warning("cannot mark run %s interrupted: %s", run_id, exc)
+
     async def cancel(self, submission: str) -> int:
+        self._run_of.pop(submission, None)
         dropped = self.schedule.cancel(submission)
         self._last_poll.pop(submission, None)
         self.events.pop(submission, None)
@@ -212,8 +247,10 @@ class FleetActorImpl:
                     log.info("unit %s is down: its node died", key)
         now = time.monotonic()
         for submission in [s for s, t in self._last_poll.items() if now - t > self.submitter_timeout_s]:
+            run_id = self._run_of.get(submission)
             dropped = await self.cancel(submission)
             log.info("submission %s stopped polling: dropped its %d queued job(s)", submission, dropped)
+            await self._abandoned(run_id)
         waiting, expired = self.schedule.unplaceable()
         for job in waiting:
             self._emit(

@@ -31,13 +31,14 @@ from farm.controller.fleet import JobEvent
 from farm.controller.node_agent import default_platforms
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S, JobSpec
 from farm.controller.recording import RunRecorder, recorded_run
+from farm.controller.results import run_store
 from farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from farm.errors import FarmError, UsageError
 from farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
 from farm.model import ModelInfo, inspect_model
 from farm.profiles import DeviceProfile
 from farm.reference import check_reference_model, reference_model_entry, reference_outputs
-from farm.store import ResultsStore, new_run_id
+from farm.store import StoreLocation, new_run_id
 from farm.targets import Target
 from farm.torch_source.checkpoint import is_torch_checkpoint
 
@@ -363,7 +364,7 @@ def run_planned(
             base = owners[event.job_id].bases[event.job_id][0]
             progress.stage(f"{base['requested']} {base['target']}: {event.message}")
 
-    for event in client.run([s for p in planned for s in p.specs], on_event):
+    for event in client.run([s for p in planned for s in p.specs], on_event, run_id=recorder.run_id):
         owner = owners[event.job_id]
         base, artifact = owner.bases[event.job_id]
         doc = _event_document(event, base, artifact, owner)
@@ -408,7 +409,10 @@ def submit(
     settings: AgentSettings,
     cluster: ClusterConfig,
     progress: Progress | None = None,
+    store: StoreLocation | None = None,
 ) -> dict[str, Any]:
+    """Embedded, the results go to `store` (default: the farm directory's); with an address, to
+    the controller's store, which `farm serve` named."""
     progress = progress or SilentProgress()
     if request.torch_cache is None:
         request = dataclasses.replace(request, torch_cache=home.torch)
@@ -423,7 +427,10 @@ def submit(
         if prepared.torch is not None:
             progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
             document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
-        with ResultsStore(home.store_path) as store, recorded_run(store, run_id, "submit", document) as rec:
+        with (
+            run_store(client.embedded, client.fleet, store or home.store_path) as results,
+            recorded_run(results, run_id, "submit", document) as rec,
+        ):
             run_planned([planned], client, rec, progress)
     document.update(status=rec.status, jobs=rec.jobs)
     return document

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from farm.controller.results import RunStore
 from farm.store import ResultsStore
 
 
@@ -52,7 +53,7 @@ def run_status(jobs: list[dict[str, Any]]) -> str:
 
 
 class RunRecorder:
-    def __init__(self, store: ResultsStore, run_id: str) -> None:
+    def __init__(self, store: RunStore, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
         self.jobs: list[dict[str, Any]] = []
@@ -65,10 +66,11 @@ class RunRecorder:
 
 @contextmanager
 def recorded_run(
-    store: ResultsStore, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None
+    store: RunStore, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None
 ) -> Iterator[RunRecorder]:
     """Start the run; finish it with its status, or mark it interrupted if the body raised."""
-    interrupt_orphans(store)
+    if isinstance(store, ResultsStore):  # the controller's store: `farm serve` does this at its start
+        interrupt_orphans(store)
     store.start_run(run_id, kind, {**document, "controller": controller_identity()}, suite=suite)
     recorder = RunRecorder(store, run_id)
     try:

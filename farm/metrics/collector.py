@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -23,7 +22,7 @@ from prometheus_client.registry import Collector
 from farm.errors import StoreError
 from farm.metrics.fleet_state import FleetSnapshot, FleetStateSource
 from farm.metrics.latest import JOB_PATHS, LatestResult, parse_latest
-from farm.store import ResultsStore
+from farm.store import ResultsStore, StoreLocation
 
 #: farm_job_duration_seconds buckets: a host job takes a fraction of a second, a phone job minutes
 DEFAULT_DURATION_BUCKETS_S: tuple[float, ...] = (
@@ -108,7 +107,7 @@ class FarmCollector(Collector):
 
     def __init__(
         self,
-        store_path: Path,
+        store_path: StoreLocation,
         fleet: FleetStateSource | None = None,
         *,
         duration_buckets_s: tuple[float, ...] = DEFAULT_DURATION_BUCKETS_S,

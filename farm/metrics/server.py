@@ -12,7 +12,6 @@ import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -22,6 +21,7 @@ from farm.errors import UsageError
 from farm.metrics.collector import FarmCollector
 from farm.metrics.exposition import CachedExposition
 from farm.metrics.fleet_state import FleetStateSource
+from farm.store_sql import StoreLocation
 
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 9477
@@ -87,7 +87,7 @@ class MetricsServer:
 
 
 def start_metrics_server(
-    store_path: Path,
+    store_path: StoreLocation,
     host: str = DEFAULT_METRICS_HOST,
     port: int = DEFAULT_METRICS_PORT,
     fleet: FleetStateSource | None = None,

@@ -24,10 +24,11 @@ from farm.controller.pipeline import (
     run_planned,
 )
 from farm.controller.recording import recorded_run
+from farm.controller.results import RunStore, run_store
 from farm.nightly.compare import Comparison, compare_runs, job_key, medians_by_key
 from farm.nightly.suite import Suite
 from farm.profiles import DeviceProfile
-from farm.store import ResultsStore, new_run_id
+from farm.store import StoreLocation, new_run_id
 
 
 @dataclass
@@ -60,7 +61,7 @@ HISTORY_RUNS = 10
 
 
 def baseline_and_history(
-    store: ResultsStore, suite: str, wanted: str | None
+    store: RunStore, suite: str, wanted: str | None
 ) -> tuple[str | None, list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """The baseline run (the one asked for, else the suite's latest complete run) and its jobs,
     and the jobs of the suite's last complete runs, oldest first; each run's jobs read once."""
@@ -84,6 +85,7 @@ def run_nightly(
     cluster: ClusterConfig,
     baseline: str | None = None,
     progress: Progress | None = None,
+    store_location: StoreLocation | None = None,
 ) -> NightlyResult:
     progress = progress or SilentProgress()
     requests = requests_for(suite)
@@ -92,7 +94,7 @@ def run_nightly(
         prepared = prepare_on(client, requests, checked, profiles)
         home.ensure()
         run_id = new_run_id()
-        with ResultsStore(home.store_path) as store:
+        with run_store(client.embedded, client.fleet, store_location or home.store_path) as store:
             baseline_id, baseline_jobs, earlier = baseline_and_history(store, suite.name, baseline)
             history = medians_by_key(earlier)
             durations = {job_key(j): j["duration_s"] for j in baseline_jobs if j.get("duration_s")}

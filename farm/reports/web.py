@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 from farm.errors import FarmError
+from farm.store_sql import StoreLocation, store_exists
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -27,7 +28,7 @@ def _send(start_response: StartResponse, status: str, body: str, kind: str = "te
     return [data]
 
 
-def _index(store_path: Path) -> str:
+def _index(store_path: StoreLocation) -> str:
     from farm.store import ResultsStore
 
     with ResultsStore(store_path) as store:
@@ -46,7 +47,7 @@ def _index(store_path: Path) -> str:
     )
 
 
-def _report(store_path: Path, artifacts_root: Path, run_id: str, against_id: str | None) -> str:
+def _report(store_path: StoreLocation, artifacts_root: Path, run_id: str, against_id: str | None) -> str:
     from farm.cli.runs import load_run
     from farm.reports.document import build_report
     from farm.reports.html import render_report
@@ -59,14 +60,14 @@ def _report(store_path: Path, artifacts_root: Path, run_id: str, against_id: str
     return render_report(report)
 
 
-def reports_app(store_path: Path, artifacts_root: Path) -> WsgiApp:
+def reports_app(store_path: StoreLocation, artifacts_root: Path) -> WsgiApp:
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO") or "/"
         if not path.startswith(RUNS_PATH):
             return _send(start_response, "404 Not Found", "not found: reports are at /runs/\n", "text/plain")
         run_id = path[len(RUNS_PATH) :].strip("/")
         try:
-            if not store_path.exists():
+            if not store_exists(store_path):
                 return _send(start_response, "404 Not Found", "no runs stored yet\n", "text/plain")
             if not run_id:
                 return _send(start_response, "200 OK", _index(store_path))

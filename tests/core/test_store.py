@@ -1,12 +1,26 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from farm.errors import StoreError, UsageError
-from farm.store import MIGRATIONS, ResultsStore
+from farm.store import MIGRATIONS, ResultsStore, StoreLocation
+from tests.pg_server import PostgresServer, postgres  # noqa: F401 - the fixture
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> StoreLocation:
+    """A new, empty store on each backend: a SQLite file, a database on a real PostgreSQL."""
+    if request.param == "sqlite":
+        return tmp_path / "r.sqlite"
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.new_database()
 
 
 def _job(run_id: str, job_id: str, status: str = "ok", finished_at: float = 1.0) -> dict[str, object]:
@@ -18,22 +32,23 @@ def _job(run_id: str, job_id: str, status: str = "ok", finished_at: float = 1.0)
         "unit": "u",
         "target": "ort/cpu",
         "status": status,
+        "started_at": finished_at - 0.5,
         "finished_at": finished_at,
         "latency_ms": {"p50": 1.0},
     }
 
 
-def test_schema_is_versioned_and_reopens(tmp_path: Path) -> None:
-    path = tmp_path / "r.sqlite"
-    with ResultsStore(path) as store:
+def test_schema_is_versioned_and_reopens(location: StoreLocation) -> None:
+    with ResultsStore(location) as store:
         assert store.schema_version == len(MIGRATIONS)
-    with ResultsStore(path) as store:  # a second open migrates nothing and keeps data
+    with ResultsStore(location) as store:  # a second open migrates nothing and keeps data
         assert store.schema_version == len(MIGRATIONS)
-    with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if isinstance(location, Path):
+        with sqlite3.connect(location) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_a_store_from_a_newer_farm_is_refused(tmp_path: Path) -> None:
+def test_a_sqlite_store_from_a_newer_farm_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     ResultsStore(path).close()
     with sqlite3.connect(path) as db:
@@ -42,8 +57,25 @@ def test_a_store_from_a_newer_farm_is_refused(tmp_path: Path) -> None:
         ResultsStore(path)
 
 
-def test_jobs_round_trip_and_latest_per_series(tmp_path: Path) -> None:
-    with ResultsStore(tmp_path / "r.sqlite") as store:
+def test_a_postgres_store_from_a_newer_farm_is_refused(postgres: PostgresServer) -> None:  # noqa: F811
+    import psycopg
+
+    url = postgres.new_database()
+    ResultsStore(url).close()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE farm_schema SET version = version + 5")
+    with pytest.raises(StoreError, match="newer farm"):
+        ResultsStore(url)
+
+
+def test_an_unreachable_postgres_is_one_error_without_the_password() -> None:
+    with pytest.raises(StoreError, match="cannot open the results store") as raised:
+        ResultsStore("postgresql://farm:s3cret@127.0.0.1:1/none", busy_timeout_s=2)
+    assert "s3cret" not in str(raised.value)
+
+
+def test_jobs_round_trip_and_latest_per_series(location: StoreLocation) -> None:
+    with ResultsStore(location) as store:
         store.start_run("20260101-000000-aaaaaa", "submit", {"model": {"name": "m"}})
         store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j1", finished_at=1.0))
         store.finish_run("20260101-000000-aaaaaa", "complete")
@@ -57,12 +89,68 @@ def test_jobs_round_trip_and_latest_per_series(tmp_path: Path) -> None:
             store.resolve_run_id("2026010")
         with pytest.raises(UsageError, match="no run"):
             store.resolve_run_id("1999")
+        with pytest.raises(UsageError, match="no run"):  # LIKE wildcards in a prefix are literal
+            store.resolve_run_id("2026010_")
+        assert [r.run_id for r in store.runs(limit=1)] == ["20260102-000000-bbbbbb"]
+        assert store.run("20260101-000000-aaaaaa").status == "complete"
+        assert [r.run_id for r in store.running_runs()] == ["20260102-000000-bbbbbb"]
+        assert store.mark_interrupted("20260102-000000-bbbbbb")
+        assert not store.mark_interrupted("20260102-000000-bbbbbb")  # only a running run
 
 
-def test_a_job_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
-    with ResultsStore(tmp_path / "r.sqlite") as store:
+def test_what_the_metrics_exporter_reads_agrees_on_both_backends(location: StoreLocation) -> None:
+    with ResultsStore(location) as store:
+        store.start_run("20260101-000000-aaaaaa", "nightly", {}, suite="s")
+        before = store.jobs_version()
+        store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j1", finished_at=10.0))
+        store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j2", finished_at=20.0))
+        store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j3", "failed", 30.0))
+        assert store.jobs_version() != before
+        store.finish_run("20260101-000000-aaaaaa", "complete")
+        with store.read_snapshot():
+            assert store.latest_job_ids() == ["j2"]
+            fields = store.job_fields(["j1", "j2"], ("$.latency_ms.p50", "$.model.name", "$.absent.key"))
+            assert fields == {"j1": [1.0, "m", None], "j2": [1.0, "m", None]}
+            buckets = store.job_duration_buckets((0.1, 1.0))
+            assert sorted(buckets) == [
+                ("host-cpu", "failed", 1, 1, 0.5, [0, 1]),
+                ("host-cpu", "ok", 2, 2, 1.0, [0, 2]),
+            ]
+            assert list(store.last_finished_runs("nightly")) == ["s"]
+
+
+def test_a_job_is_written_whole_or_not_at_all(location: StoreLocation) -> None:
+    with ResultsStore(location) as store:
         store.start_run("20260101-000000-aaaaaa", "submit", {})
         store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j1"))
         with pytest.raises(StoreError):  # the same job id twice violates the key: nothing of it lands
             store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j1"))
         assert len(store.jobs("20260101-000000-aaaaaa")) == 1
+
+
+OPEN_AND_WRITE = """
+import sys
+from farm.store import ResultsStore
+location = sys.argv[1]
+with ResultsStore(location) as store:
+    store.start_run(sys.argv[2], "submit", {})
+"""
+
+
+def test_concurrent_first_opens_migrate_once(location: StoreLocation) -> None:
+    """Eight processes open a new store at the same instant: each opens it, none sees "table runs
+    already exists" or "database is locked", and the schema is migrated once."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_AND_WRITE, str(location), f"20260101-000000-{n:06d}"],
+            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(8)
+    ]
+    errors = [p.communicate(timeout=120)[1] for p in processes]
+    assert [p.returncode for p in processes] == [0] * 8, errors
+    with ResultsStore(location) as store:
+        assert store.schema_version == len(MIGRATIONS)
+        assert len(store.runs(limit=100)) == 8

@@ -4,6 +4,7 @@ each running `farm agent` with its own host-cpu unit and two simulated units."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -43,6 +44,17 @@ class Fleet:
     @property
     def serve(self) -> subprocess.Popen[bytes]:
         return self.serves[-1]
+
+    def metrics_url(self) -> str:
+        """The running controller's /metrics, as `farm serve` announced it."""
+        found: list[str] = []
+
+        def announced() -> bool:
+            found[:] = re.findall(r"metrics on (http://\S+/metrics)", self.cluster.log("serve"))
+            return bool(found)
+
+        wait_for(announced, 30, "farm serve to announce its /metrics")
+        return found[-1]
 
     def restart_serve(self) -> None:
         """A new controller; the agents find it and register their units again within a second."""
@@ -103,7 +115,18 @@ def start_serve(cluster: LocalCluster, home: Path) -> subprocess.Popen[bytes]:
     farm = str(VENV_BIN / "farm")
     return cluster.spawn(
         "serve",
-        [farm, "--home", str(home), "serve", "--address", cluster.address, "--submitter-timeout", "4"],
+        [
+            farm,
+            "--home",
+            str(home),
+            "serve",
+            "--address",
+            cluster.address,
+            "--submitter-timeout",
+            "4",
+            "--metrics-port",
+            "0",
+        ],
     )
 
 

@@ -10,6 +10,7 @@ import json
 import sqlite3
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,38 @@ def test_a_suite_spreads_over_both_workers(fleet: Fleet, tmp_path: Path) -> None
         ).fetchone()
         (count,) = db.execute("SELECT COUNT(*) FROM jobs WHERE run_id=?", (document["run_id"],)).fetchone()
     assert (status, kind, suite_name, count) == ("complete", "nightly", "spread", 4)
+
+
+def test_a_submitter_with_its_own_empty_home_stores_its_run_at_the_controller(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """A CI runner elsewhere: its own empty FARM_HOME, the cluster's token, `--address`. The run
+    lands in the head's store once, and the head's /metrics and `farm runs --address` show it."""
+    model = make_model(tmp_path, "elsewhere", 24)
+    home = tmp_path / "runner-home"
+    address = ("--address", fleet.cluster.address)
+    env = {"FARM_SIMULATED_DEVICES": "1"}
+    submit = ("submit", str(model), "--devices", "simulated", "--runs", "3", "--json")
+    done = fleet.cluster.farm("--home", str(home), *submit, *address, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run_id = run_json(done)["run_id"]
+    assert not (home / "results.sqlite").exists()  # the fleet's history is not kept per submitter
+    with sqlite3.connect(fleet.home / "results.sqlite") as db:
+        (status,) = db.execute("SELECT status FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        (jobs,) = db.execute("SELECT COUNT(*) FROM jobs WHERE run_id=?", (run_id,)).fetchone()
+    assert (status, jobs) == ("complete", 1)
+
+    listing = fleet.cluster.farm("--home", str(home), "runs", *address, "--json", env=env)
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert run_id in [r["run_id"] for r in run_json(listing)["runs"]]
+    shown = fleet.cluster.farm("--home", str(home), "show", run_id, *address, "--json", env=env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert [j["status"] for j in run_json(shown)["jobs"]] == ["ok"]
+    missing = fleet.cluster.farm("--home", str(home), "show", "no-such-run", *address, env=env)
+    assert missing.returncode == 2 and "no run 'no-such-run'" in missing.stderr
+
+    scraped = urllib.request.urlopen(fleet.metrics_url(), timeout=30).read().decode()
+    assert 'model="elsewhere"' in scraped
 
 
 def test_a_job_no_unit_can_take_waits_then_fails_clearly(fleet: Fleet, tiny_model: Path) -> None:
@@ -264,27 +297,27 @@ def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
         kill_tree(nightly.pid)
     assert nightly.returncode == 7, stderr[-2000:]
     assert "lost the farm controller" in " ".join(stderr.split())
+    fleet.restart_serve()  # the new controller marks the dead one's run
     run_id, status, jobs = run_jobs_in_store(fleet, "crash")
     assert status == "interrupted" and len(jobs) >= 2 and set(jobs) == {"ok"}
 
-    fleet.restart_serve()
     killed = spawn_farm(fleet, "crash2", "nightly", str(suite), "--address", fleet.cluster.address)
     try:
         wait_for(
             lambda: run_jobs_in_store(fleet, "crash")[0] not in (None, run_id), 60, "the second run to start"
         )
-        kill_tree(killed.pid)  # the submitter dies without a word: its run stays "running" for now
+        kill_tree(killed.pid)  # the submitter dies without a word
     finally:
         kill_tree(killed.pid)
     second, status, _ = run_jobs_in_store(fleet, "crash")
     assert status == "running"
+    # the controller owns the run: once the submitter timeout (4 s here) passes, it marks it
+    wait_for(lambda: run_jobs_in_store(fleet, "crash")[1] == "interrupted", 30, "the run marked interrupted")
+    assert run_jobs_in_store(fleet, "crash")[0] == second
     done = fleet.farm(
         "submit", str(tiny_model), "--devices", "simulated", "--runs", "3", "--address", fleet.cluster.address
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    with sqlite3.connect(fleet.home / "results.sqlite") as db:
-        (status,) = db.execute("SELECT status FROM runs WHERE run_id=?", (second,)).fetchone()
-    assert status == "interrupted"
     # the dead submitter's queued jobs were dropped: the fleet goes idle
     wait_for(lambda: not busy_units(fleet), 30, "the fleet to drop the dead submitter's jobs")
 

@@ -72,3 +72,15 @@ def test_systemd_accepts_the_units(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
+
+
+def test_every_node_runs_with_ray_token_auth() -> None:
+    """A Ray node runs code for whoever reaches its port: the kit turns token auth on for the head,
+    the controller, the agents and the nightly alike (one env file), and the head will not start
+    without its token."""
+    env = _env()
+    assert env["RAY_AUTH_MODE"] == "token"
+    # the farm user's home is /var/lib/farm: where Ray and farm look for the token by default too
+    assert env["RAY_AUTH_TOKEN_PATH"] == "/var/lib/farm/.ray/auth_token"
+    head = (DEPLOY / "systemd" / "farm-ray-head.service").read_text()
+    assert "ExecStartPre=/usr/bin/test -s ${RAY_AUTH_TOKEN_PATH}" in head

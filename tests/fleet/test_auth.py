@@ -1,0 +1,140 @@
+"""Ray token auth and binding as a user meets them: `farm serve` then `farm submit --address` on
+one host with nothing exported, a wrong or missing token refused at once in one line, the token
+file owner-only, the embedded Ray listening on loopback only.
+
+HOME is a temp dir in each test: the token the embedded Ray creates is not the user's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.fleet.cluster import kill_tree
+from tests.fleet.conftest import only_loopback
+
+FARM = str(Path(sys.executable).parent / "farm")
+
+pytestmark = pytest.mark.slow
+
+
+def clean_env(home: Path, farm_home: Path) -> dict[str, str]:
+    """What a user's shell has: no RAY_* or FARM_* variable exported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
+    env.update(HOME=str(home), FARM_HOME=str(farm_home), RAY_USAGE_STATS_ENABLED="0")
+    return env
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[str]
+    address: str
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    if not only_loopback():
+        pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
+    root = tmp_path_factory.mktemp("auth")
+    home = root / "user"
+    home.mkdir()
+    process = subprocess.Popen(
+        [FARM, "serve"],
+        env=clean_env(home, root / "head"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        address = None
+        deadline = time.monotonic() + 120
+        lines = []
+        while address is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                raise AssertionError("farm serve exited:\n" + "".join(lines[-30:]))
+            lines.append(line)
+            found = re.search(r"embedded Ray at (\S+?);", line)
+            address = found.group(1) if found else None
+        assert address is not None, "".join(lines[-30:])
+        yield Served(process, address, home)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        finally:
+            kill_tree(process.pid)
+
+
+def submit(served: Served, home: Path, farm_home: Path, model: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FARM, "submit", str(model), "--devices", "host-cpu", "--runs", "3", "--address", served.address,
+         "--json"],
+        env=clean_env(home, farm_home),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+
+
+def test_serve_then_submit_on_one_host_needs_no_exported_variable(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    token = served.home / ".ray" / "auth_token"
+    assert token.stat().st_mode & 0o777 == 0o600  # Ray would leave it world-readable
+    assert served.address.startswith("127.0.0.1:")
+    done = submit(served, served.home, tmp_path / "submitter", tiny_model)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    listing = subprocess.run(
+        [FARM, "runs", "--address", served.address, "--json"],
+        env=clean_env(served.home, tmp_path / "elsewhere"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert run_id in [r["run_id"] for r in json.loads(listing.stdout)["runs"]]
+
+
+def test_the_embedded_ray_listens_on_loopback_only(served: Served) -> None:
+    pids = {served.process.pid} | {p.pid for p in psutil.Process(served.process.pid).children(recursive=True)}
+    listening = {
+        c.laddr.ip
+        for c in psutil.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN and c.pid in pids
+    }
+    assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}, listening
+
+
+@pytest.mark.parametrize("token", ["a-token-the-head-never-issued", None])
+def test_a_submitter_without_the_right_token_is_refused_at_once_in_one_line(
+    served: Served, tmp_path: Path, tiny_model: Path, token: str | None
+) -> None:
+    home = tmp_path / "stranger"
+    if token is not None:
+        (home / ".ray").mkdir(parents=True)
+        (home / ".ray" / "auth_token").write_text(token)
+    began = time.monotonic()
+    done = submit(served, home, tmp_path / "farm", tiny_model)
+    took_s = time.monotonic() - began
+    assert done.returncode != 0
+    errors = [line for line in done.stderr.splitlines() if line.startswith("farm: error:")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    assert f"the Ray head at {served.address} refused this host's authentication token" in errors[0]
+    assert "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=" in errors[0]  # what to set, said exactly
+    assert took_s < 15  # Ray alone retries for 20 s before "Failed to connect"
