@@ -22,7 +22,7 @@ from agents.android.device_paths import q
 from agents.android.jobs import run_detached
 from agents.android.transport import AdbConnection
 from agents.base import DeviceRun, RunRequest
-from farm.analysis.ort_profile import node_events, op_timings
+from farm.analysis.profile_runs import profiled_run_count, record_profile
 from farm.errors import DeviceError
 
 FARM_RUNNER_NAME = "farm_runner.py"
@@ -50,9 +50,7 @@ def _attach_profile(run: DeviceRun, profile_json: Path) -> None:
     events = json.loads(profile_json.read_text())
     if not isinstance(events, list):
         raise DeviceError("the profile from the device is not a list of trace events")
-    run.ops = op_timings(events)
-    run.placement = {op.name: op.provider for op in run.ops}
-    run.trace_events = [dict(e) for e in node_events(events)]
+    record_profile(run, events)
 
 
 class FarmRunner:
@@ -105,6 +103,8 @@ class FarmRunner:
                 outputs=outputs,
                 peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
                 runner=f"farm_runner ({data.get('runtime', 'onnxruntime')})",
+                # the runner process's VmHWM (ru_maxrss), interpreter and runtime included
+                peak_memory_kind="rss_peak",
             )
             if request.profile_ops:
                 self.conn.pull(f"{job_dir}/profile.json", local / "profile.json")
@@ -159,7 +159,9 @@ class PerfTestRunner:
         if summary.session_creation_ms is None or summary.average_ms is None:
             raise DeviceError(f"{self.conn.serial}: onnxruntime_perf_test printed no timings")
         notes = [
-            "onnxruntime_perf_test prints percentiles, not per-run samples: std, cv and samples are absent"
+            "onnxruntime_perf_test prints percentiles, not per-run samples: std, cv and samples are absent",
+            f"onnxruntime_perf_test has no warm-up count option: the requested {request.warmup} warm-up "
+            "run(s) are not made (it makes its own single untimed run)",
         ]
         run = DeviceRun(
             load_ms=summary.session_creation_ms,
@@ -172,9 +174,12 @@ class PerfTestRunner:
             runner=f"onnxruntime_perf_test ({self.binary})",
             latency_summary_ms={**summary.latency_ms, "mean": summary.average_ms},
             notes=notes,
+            percentile_method="onnxruntime_perf_test's own percentiles of its timed runs",
+            peak_memory_kind="rss_peak",
         )
         if request.profile_ops:
-            self._perf_test(job_dir, request, argv(1, profile_prefix=f"{job_dir}/{PROFILE_PREFIX}"))
+            profiled = profiled_run_count(request.runs)
+            self._perf_test(job_dir, request, argv(profiled, profile_prefix=f"{job_dir}/{PROFILE_PREFIX}"))
             found = self.conn.shell(f"ls {q(job_dir)}/{PROFILE_PREFIX}*.json")
             paths = found.output.split()
             if found.ok and paths:

@@ -264,4 +264,5 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
         thermal_after=Thermal(status=result.thermal_after),
         runner=f"{result.runner} (iOS {result.os_version})",
         notes=notes,
+        peak_memory_kind="phys_footprint",
     )

@@ -14,7 +14,7 @@ from rich.console import Console
 from farm.analysis.numeric import Tolerance
 from farm.cli.context import CliState, handles_errors
 from farm.cli.output import json_default
-from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from farm.errors import UsageError
 from farm.inputs import parse_shapes
@@ -74,6 +74,13 @@ def _tolerance(text: str | None) -> Tolerance | None:
 @click.option(
     "--warmup", type=int, default=DEFAULT_WARMUP_RUNS, show_default=True, help="Untimed warm-up runs."
 )
+@click.option(
+    "--repeats",
+    type=int,
+    default=DEFAULT_REPEATS,
+    show_default=True,
+    help="Measurement sessions, each fresh (on the host a fresh process) with its own warm-up and runs.",
+)
 @click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
 @click.option("--inputs", "inputs_npz", type=click.Path(path_type=Path), help=".npz of input arrays by name.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of generated inputs.")
@@ -108,6 +115,7 @@ def submit(
     targets: str | None,
     runs: int,
     warmup: int,
+    repeats: int,
     shapes: tuple[str, ...],
     inputs_npz: Path | None,
     seed: int,
@@ -133,6 +141,7 @@ def submit(
         targets=parse_targets(targets),
         runs=runs,
         warmup=warmup,
+        repeats=repeats,
         shapes=parse_shapes(shapes),
         inputs_npz=inputs_npz,
         seed=seed,

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from farm.analysis.regression import RegressionPolicy
-from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.config import DEFAULT_SUITE_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from farm.errors import UsageError
 from farm.targets import Target
@@ -24,6 +24,8 @@ class SuiteModel:
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     runs: int = DEFAULT_TIMED_RUNS
     warmup: int = DEFAULT_WARMUP_RUNS
+    #: measurement sessions per job: the unit of the regression test
+    repeats: int = DEFAULT_SUITE_REPEATS
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,12 @@ SUITE_FIELDS = {
     "targets",
     "runs",
     "warmup",
+    "repeats",
     "attempts",
     "placement_deadline_s",
     "regression",
 }
-MODEL_FIELDS = {"path", "devices", "targets", "shapes", "runs", "warmup"}
+MODEL_FIELDS = {"path", "devices", "targets", "shapes", "runs", "warmup", "repeats"}
 POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db", "between_run_z"}
 
 
@@ -110,6 +113,7 @@ def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: s
         shapes=shapes,
         runs=_number(merged.get("runs", DEFAULT_TIMED_RUNS), f"{here}.runs", int, 1),
         warmup=_number(merged.get("warmup", DEFAULT_WARMUP_RUNS), f"{here}.warmup", int, 0),
+        repeats=_number(merged.get("repeats", DEFAULT_SUITE_REPEATS), f"{here}.repeats", int, 1),
     )
 
 
@@ -124,7 +128,7 @@ def parse_suite(data: Any, path: Path) -> Suite:
     models = data.get("models")
     if not isinstance(models, list) or not models:
         raise UsageError(f"{where}: 'models' must be a non-empty list")
-    defaults = {k: data[k] for k in ("devices", "targets", "runs", "warmup") if k in data}
+    defaults = {k: data[k] for k in ("devices", "targets", "runs", "warmup", "repeats") if k in data}
     policy_raw = data.get("regression") or {}
     if not isinstance(policy_raw, dict):
         raise UsageError(f"{where}: 'regression' must be a mapping")
