@@ -6,6 +6,7 @@ Press et al., Numerical Recipes, 3rd ed., section 6.4; the quantile by bisection
 
 from __future__ import annotations
 
+import functools
 import math
 
 _EPS = 1e-14
@@ -53,15 +54,20 @@ def t_sf(t: float, df: float) -> float:
     return tail if t >= 0 else 1.0 - tail
 
 
-def t_quantile(p: float, df: float) -> float:
-    """The t with P(T <= t) = p."""
-    if not 0.0 < p < 1.0:
-        raise ValueError("a quantile needs 0 < p < 1")
+@functools.lru_cache(maxsize=4096)
+def _quantile(p: float, df: float) -> float:
     low, high = -1e3, 1e3
-    for _ in range(200):
+    for _ in range(64):
         mid = (low + high) / 2.0
         if 1.0 - t_sf(mid, df) < p:
             low = mid
         else:
             high = mid
     return (low + high) / 2.0
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p (df rounded to 0.1: intervals do not need more, and it caches)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError("a quantile needs 0 < p < 1")
+    return _quantile(p, round(df, 1))

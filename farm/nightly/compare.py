@@ -20,7 +20,14 @@ from farm.analysis.regression import (
     numeric_findings,
     placement_findings,
 )
-from farm.analysis.session_test import NotComparable, SessionComparison, compare_sessions
+from farm.analysis.session_test import (
+    MIN_HISTORY_RUNS,
+    LatencyCase,
+    NotComparable,
+    SessionComparison,
+    compare_cases,
+    compare_sessions,
+)
 from farm.analysis.sessions import session_p50s
 
 Key = tuple[str, str, str]
@@ -50,6 +57,8 @@ class JobComparison:
     verdict: str = "not compared"
     #: this run's headline p50 (ms), where the job measured one
     p50: float | None = None
+    #: what the session-level test compares, where the latency can be compared
+    case: LatencyCase | None = None
 
     @property
     def regression(self) -> bool:
@@ -101,7 +110,7 @@ class Comparison:
                 "alpha": self.policy.alpha,
                 "min_effect": self.policy.min_effect,
                 "confidence": self.policy.confidence,
-                "compared": sum(1 for j in self.jobs if j.latency is not None),
+                "compared": sum(1 for j in self.jobs if j.p_adjusted is not None),
             },
             "jobs": [j.to_dict() for j in self.jobs],
         }
@@ -148,39 +157,61 @@ def _compare_one(
     if not _has_latency(now) or not _has_latency(old):
         entry.reason = "no samples" if not _has_latency(now) else "no samples in the baseline"
         return entry
+    case = LatencyCase(
+        key[1], [session_p50s(j["latency_ms"]) for _, j in series], session_p50s(now["latency_ms"])
+    )
     try:
-        entry.latency = compare_sessions(
-            [session_p50s(j["latency_ms"]) for _, j in series],
-            session_p50s(now["latency_ms"]),
-            confidence=policy.confidence,
-        )
+        entry.latency = compare_sessions(case.series, case.new, confidence=policy.confidence)
+        entry.case = case
     except NotComparable as exc:
         entry.reason = str(exc)
     return entry
 
 
+def latency_verdict(
+    ratio: float, p_slower_adjusted: float, p_faster_adjusted: float, policy: RegressionPolicy
+) -> str:
+    """regressed | improved | unchanged, from the suite-adjusted p-values and the minimum effect."""
+    effect = 1.0 + policy.min_effect
+    if p_slower_adjusted <= policy.alpha and ratio >= effect:
+        return "regressed"
+    if p_faster_adjusted <= policy.alpha and ratio <= 1.0 / effect:
+        return "improved"
+    return "unchanged"
+
+
 def _judge(jobs: list[JobComparison], policy: RegressionPolicy) -> None:
-    """Adjust the compared jobs' p-values across the suite, then give every job its verdict."""
-    compared = [j for j in jobs if j.latency is not None]
+    """Compare the latencies together (a device's jobs share its drift), adjust the p-values of
+    those with an estimate of night-to-night drift across the suite, then give every job its
+    verdict; a job whose drift is not estimated yet shows its numbers and waits for history."""
+    cases = [j for j in jobs if j.case is not None]
+    for entry, result in zip(
+        cases, compare_cases([j.case for j in cases if j.case], policy.confidence), strict=True
+    ):
+        entry.latency = result
+        if result.drift_from == "none":
+            runs = len(entry.case.series) if entry.case else 0
+            entry.reason = (
+                f"history of {runs} run(s): {MIN_HISTORY_RUNS} are needed to estimate night-to-night drift, "
+                "so no verdict yet"
+            )
+    compared = [j for j in jobs if j.latency is not None and j.latency.drift_from != "none"]
     slower = benjamini_hochberg([j.latency.p_slower for j in compared if j.latency is not None])
     faster = benjamini_hochberg([j.latency.p_faster for j in compared if j.latency is not None])
     for entry, p_slow, p_fast in zip(compared, slower, faster, strict=True):
         entry.p_adjusted, entry.p_faster_adjusted = p_slow, p_fast
-    effect = 1.0 + policy.min_effect
     for entry in jobs:
         latency = entry.latency
         if entry.status in ("failed", "missing"):
             entry.verdict = entry.status
-        elif latency is None or entry.p_adjusted is None or entry.p_faster_adjusted is None:
+        elif latency is None or entry.p_adjusted is None or entry.p_faster_adjusted is None or entry.reason:
             entry.verdict = "not compared"
-        elif entry.p_adjusted <= policy.alpha and latency.ratio >= effect:
-            entry.verdict = "regressed"
-            entry.findings.insert(0, _latency_finding(latency, entry.p_adjusted, True, policy))
-        elif entry.p_faster_adjusted <= policy.alpha and latency.ratio <= 1.0 / effect:
-            entry.verdict = "improved"
-            entry.findings.insert(0, _latency_finding(latency, entry.p_faster_adjusted, False, policy))
         else:
-            entry.verdict = "unchanged"
+            entry.verdict = latency_verdict(latency.ratio, entry.p_adjusted, entry.p_faster_adjusted, policy)
+            if entry.verdict == "regressed":
+                entry.findings.insert(0, _latency_finding(latency, entry.p_adjusted, True, policy))
+            elif entry.verdict == "improved":
+                entry.findings.insert(0, _latency_finding(latency, entry.p_faster_adjusted, False, policy))
         if entry.verdict in ("unchanged", "improved", "not compared") and any(
             f.regression for f in entry.findings
         ):
