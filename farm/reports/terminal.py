@@ -8,9 +8,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from farm.analysis.sessions import spread_warnings
+
 TOP_OPS = 8
-#: above this coefficient of variation the timed runs disagree enough to say so
-NOISY_CV = 0.1
 
 
 def _ms(value: float | None) -> str:
@@ -107,13 +107,9 @@ def compile_lines(job: dict[str, Any]) -> Text:
     fused = [f"{f['op_type']} {f['before']}->{f['after']}" for f in compile_["fusions"]]
     if fused:
         text.append("  op changes: " + ", ".join(fused) + "\n")
-    cv = job["latency_ms"].get("cv")
-    if cv is not None and cv > NOISY_CV:
-        text.append(
-            f"  warning: latency varied run to run (cv {cv:.2f}): the device was busy or throttling; "
-            "compare p50s with care, or rerun with more --runs on a quiet device\n",
-            style="yellow",
-        )
+    # robust spread within a session and between sessions: the cv fired on one outlier
+    for warning in spread_warnings(job["latency_ms"]):
+        text.append(f"  warning: {warning}\n", style="yellow")
     for note in job.get("notes", []):
         text.append(f"  note: {note}\n", style="dim")
     return text
