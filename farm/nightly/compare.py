@@ -192,8 +192,8 @@ def _judge(jobs: list[JobComparison], policy: RegressionPolicy) -> None:
         if result.drift_from == "none":
             runs = len(entry.case.series) if entry.case else 0
             entry.reason = (
-                f"history of {runs} run(s): {MIN_HISTORY_RUNS} are needed to estimate night-to-night drift, "
-                "so no verdict yet"
+                f"history of {runs} run{'' if runs == 1 else 's'}: {MIN_HISTORY_RUNS} are needed to "
+                "estimate night-to-night drift, so no verdict yet"
             )
     compared = [j for j in jobs if j.latency is not None and j.latency.drift_from != "none"]
     slower = benjamini_hochberg([j.latency.p_slower for j in compared if j.latency is not None])

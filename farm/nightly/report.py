@@ -62,8 +62,8 @@ def notes(entry: JobComparison) -> list[str]:
     if entry.reason:
         lines.append(entry.reason)
     lines += [f.message for f in entry.findings if f.kind != "latency"]
-    if entry.latency is not None and entry.latency.history_runs == 0 and entry.verdict != "regressed":
-        lines.append("history too short to estimate night-to-night drift: sessions only")
+    if entry.latency is not None and entry.latency.drift_from == "device":
+        lines.append("night-to-night drift taken from the device's other jobs: its own history is short")
     return lines
 
 
@@ -85,9 +85,9 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
         for line in textwrap.wrap(text, WIDTH - 2, initial_indent="  ", subsequent_indent="    "):
             console.print(escape(line), highlight=False)
     policy = comparison.policy
-    compared = sum(1 for e in comparison.jobs if e.latency is not None)
+    judged = sum(1 for e in comparison.jobs if e.p_adjusted is not None)
     method = (
-        f"session-level test, {compared} job(s) compared; Benjamini-Hochberg across the suite at "
+        f"session-level test, {judged} of {len(comparison.jobs)} job(s) judged; Benjamini-Hochberg at "
         f"{policy.alpha:g}; a regression is also at least {policy.min_effect:.0%} slower"
     )
     for line in textwrap.wrap(method, WIDTH):
