@@ -56,8 +56,9 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
 
 #: a job's earlier successful runs used as its history (the run-to-run drift of the series)
 HISTORY_RUNS = 10
-#: the suite's most recent finished runs read to find them
-RUNS_READ = 30
+#: the suite's most recent finished runs read to find them: a few more than the history, so a job
+#: that failed on some nights still has most of its history (each run's documents are read whole)
+RUNS_READ = HISTORY_RUNS + 5
 #: run states whose jobs count as history: finished, whatever some of their jobs did
 FINISHED = ("complete", "partial", "failed")
 
