@@ -8,14 +8,14 @@ inference, warm-up, timed runs, profiled pass, outputs), and between jobs `healt
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
 from farm.compile.io_names import IoNameMap
-from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.config import DEFAULT_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.profiles import DeviceProfile
 from farm.targets import Target
 
@@ -44,7 +44,11 @@ class DeviceUnit:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What a job asks a unit to do. `artifact` is a file or a `.mlpackage` directory."""
+    """What a job asks a unit to do. `artifact` is a file or a `.mlpackage` directory.
+
+    `repeats`: measurement sessions, each a fresh session (on the host a fresh process) with its
+    own first inference, `warmup` untimed runs and `runs` timed runs; see `agents.repeats`.
+    """
 
     artifact: Path
     artifact_sha256: str
@@ -52,6 +56,7 @@ class RunRequest:
     inputs: dict[str, np.ndarray]
     warmup: int = DEFAULT_WARMUP_RUNS
     runs: int = DEFAULT_TIMED_RUNS
+    repeats: int = DEFAULT_REPEATS
     profile_ops: bool = True
     intra_op_threads: int | None = None
     timeout_s: float = DEFAULT_JOB_TIMEOUT_S
@@ -149,6 +154,16 @@ class DeviceRun:
     placement_source: str = "measured"
     #: per figure kind, how an estimate was derived (e.g. {"op_times": "mean_us = ..."})
     formulas: dict[str, str] = field(default_factory=dict)
+    #: every session's timed samples, the first session's (`samples_ms`) first; filled by
+    #: `agents.repeats.run_repeats` (an agent's own `run` measures one session)
+    repeat_samples_ms: list[list[float]] = field(default_factory=list)
+    #: how the runner computed the percentiles of `latency_summary_ms` where it gave no samples
+    #: (with samples the farm computes them itself, numpy's "linear" method)
+    percentile_method: str = ""
+    #: what `peak_memory_bytes` measures on this platform: `rss_delta` (host: VmHWM above the
+    #: resident set before the session), `rss_peak` (a whole runner process's VmHWM),
+    #: `phys_footprint` (iOS), or "" where unknown
+    peak_memory_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,6 +209,12 @@ class DeviceAgent(ABC):
     @abstractmethod
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
         """Run the job and bring its measurements and outputs back."""
+
+    def measure_session(self, unit: DeviceUnit, request: RunRequest) -> list[float]:
+        """One more measurement session of a job (a repeat after the first): a fresh session's
+        timed samples after its own first inference and warm-up. This default runs the whole job
+        again without the profiled pass; platforms with a cheaper fresh session override it."""
+        return self.run(unit, replace(request, profile_ops=False, repeats=1)).samples_ms
 
     @abstractmethod
     def health(self, unit: DeviceUnit) -> Health:

@@ -11,6 +11,10 @@ from pathlib import Path
 
 DEFAULT_WARMUP_RUNS = 5
 DEFAULT_TIMED_RUNS = 50
+#: measurement sessions of a `farm submit` job: one, a quick look; a gate needs more
+DEFAULT_REPEATS = 1
+#: measurement sessions of a nightly job, the regression gate (docs/benchmarks.md: why 5)
+DEFAULT_SUITE_REPEATS = 5
 DEFAULT_SEED = 0
 
 

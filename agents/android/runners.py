@@ -111,6 +111,8 @@ class FarmRunner:
                 outputs=outputs,
                 peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
                 runner=f"farm_runner ({data.get('runtime', 'onnxruntime')})",
+                # the runner process's VmHWM (ru_maxrss), interpreter and runtime included
+                peak_memory_kind="rss_peak",
             )
             if request.profile_ops:
                 self.conn.pull(f"{job_dir}/profile.json", local / "profile.json")
@@ -187,6 +189,8 @@ class PerfTestRunner:
             runner=f"onnxruntime_perf_test ({self.binary})",
             latency_summary_ms={**summary.latency_ms, "mean": summary.average_ms},
             notes=notes,
+            percentile_method="onnxruntime_perf_test's own percentiles of its timed runs",
+            peak_memory_kind="rss_peak",
         )
         if request.profile_ops:
             # As many profiled runs as the host makes, so the cold first one can be left out.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +32,8 @@ from farm.errors import DeviceError, UsageError
 
 NS_PER_MS = 1e6
 CUDA_PROFILE = "host-cuda"
+#: the script one repeat runs in, a fresh process (see its docstring)
+SESSION_SCRIPT = Path(__file__).resolve().parent / "session.py"
 
 
 def _providers_here() -> list[str]:
@@ -149,6 +153,7 @@ class HostAgent(DeviceAgent):
             runner=f"onnxruntime-python {self._ort_version()}",
             warm_load_ms=warm_load_ns / NS_PER_MS,
             sustained=sustained,
+            peak_memory_kind="rss_delta",
         )
         if request.profile_ops:
             self._profile(request, names, run)
@@ -166,6 +171,39 @@ class HostAgent(DeviceAgent):
             telemetry.read,
             unavailable=telemetry.unavailable(),
         )
+
+    def measure_session(self, unit: DeviceUnit, request: RunRequest) -> list[float]:
+        """A repeat in a fresh process (agents/host/session.py): its own thread placement and
+        allocator state, which one long-lived process would share across every repeat."""
+        if request.target.backend == "cuda":
+            return super().measure_session(unit, request)
+        with tempfile.TemporaryDirectory(prefix="farm-session-") as tmp:
+            inputs = Path(tmp) / "inputs.npz"
+            arrays: dict[str, Any] = dict(request.inputs)
+            np.savez(inputs, **arrays)
+            spec = {
+                "model": str(request.artifact),
+                "providers": request.target.ort_providers(),
+                "inputs": str(inputs),
+                "warmup": request.warmup,
+                "runs": request.runs,
+                "threads": request.intra_op_threads,
+            }
+            try:
+                done = subprocess.run(
+                    [sys.executable, str(SESSION_SCRIPT)],
+                    input=json.dumps(spec),
+                    capture_output=True,
+                    text=True,
+                    timeout=request.timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise DeviceError(f"{unit.name}: a repeat took over {request.timeout_s:.0f} s") from None
+        if done.returncode != 0:
+            reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise DeviceError(f"{unit.name}: a repeat's session failed: {reason}")
+        return [float(v) for v in json.loads(done.stdout)["samples_ms"]]
 
     def _profile(self, request: RunRequest, names: list[str], run: DeviceRun) -> None:
         with tempfile.TemporaryDirectory(prefix="farm-profile-") as tmp:

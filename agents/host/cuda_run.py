@@ -191,6 +191,7 @@ def run_cuda(
         peak_memory_bytes=peak.bytes,
         runner=runner,
         notes=[*notes, MEMORY_NOTE],
+        peak_memory_kind="rss_delta",
     )
     if request.profile_ops:
         _profile(request, options_for, cuda, names, run)

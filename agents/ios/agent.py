@@ -288,4 +288,5 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
         notes=notes,
         placement_source="planned",
         formulas={"op_times": OP_TIME_FORMULA} if ops else {},
+        peak_memory_kind="phys_footprint",
     )

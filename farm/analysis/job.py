@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from agents.base import DeviceRun, OpTiming, Thermal
-from farm.analysis.latency import latency_stats
 from farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
+from farm.analysis.sessions import sessions_document
 from farm.analysis.sustained import sustained_document
 from farm.analysis.topk import index_agreement, topk_agreement
 from farm.analysis.transfers import transfer_report
@@ -138,25 +138,22 @@ def _transfers(run: DeviceRun, target: Target) -> dict[str, Any] | None:
 
 
 def latency_document(run: DeviceRun) -> dict[str, Any]:
-    """From the samples; or, where the runner gave only a summary, from that (no std, cv or samples)."""
+    """From the samples of every session (farm/analysis/sessions.py has the definitions); or,
+    where the runner gave only a summary, from that (no std, cv or samples, and the runner's own
+    percentile method named)."""
     if run.samples_ms:
-        stats = latency_stats(run.samples_ms)
-        return {
-            "p50": stats.p50,
-            "p90": stats.p90,
-            "p99": stats.p99,
-            "mean": stats.mean,
-            "min": stats.min,
-            "max": stats.max,
-            "std": stats.std,
-            "cv": stats.cv,
-            "samples": list(stats.samples),
-        }
+        return sessions_document(run.repeat_samples_ms or [run.samples_ms])
     summary = run.latency_summary_ms
     if not {"p50", "p90", "p99"} <= set(summary):
         raise DeviceError("the device reported neither latency samples nor percentiles")
     keys = ("p50", "p90", "p99", "mean", "min", "max")
-    return {**{k: summary.get(k) for k in keys}, "std": None, "cv": None, "samples": []}
+    return {
+        **{k: summary.get(k) for k in keys},
+        "std": None,
+        "cv": None,
+        "samples": [],
+        "percentile_method": run.percentile_method or "the runner's own",
+    }
 
 
 def slim_trace(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -204,6 +201,7 @@ def job_document(
         load_ms=run.load_ms,
         first_inference_ms=_finite(run.first_inference_ms),
         peak_memory_mb=None if run.peak_memory_bytes is None else run.peak_memory_bytes / BYTES_PER_MB,
+        peak_memory_kind=run.peak_memory_kind or None,
         compile=artifact.report.to_dict(),
         artifact_sha256=artifact.sha256,
         precision=artifact.report.precision,

@@ -16,6 +16,7 @@ from farm.cli.agent import fleet_settings
 from farm.cli.context import CliState, handles_errors
 from farm.cli.output import json_default
 from farm.cli.submit import StderrProgress
+from farm.errors import UsageError
 
 #: `farm nightly` exits with this when a job regressed against the baseline
 EXIT_REGRESSION = 1
@@ -31,6 +32,12 @@ EXIT_REGRESSION = 1
 )
 @click.option("--pushgateway", help="Push the run summary to this Prometheus Pushgateway URL.")
 @click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Also write the verdict, job by job with its numbers, as a self-contained HTML page.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print the run and its comparison as one JSON document."
 )
 @click.pass_obj
@@ -41,6 +48,7 @@ def nightly(
     baseline: str | None,
     address: str | None,
     pushgateway: str | None,
+    html_path: Path | None,
     as_json: bool,
 ) -> None:
     """Run the suite SUITE (YAML: models x devices x targets) and report regressions."""
@@ -49,6 +57,8 @@ def nightly(
     from farm.nightly.run import run_nightly
     from farm.nightly.suite import load_suite
 
+    if html_path is not None and not html_path.parent.is_dir():
+        raise UsageError(f"--html {html_path}: no folder {html_path.parent}")
     suite = load_suite(suite_path)
     profiles, settings = fleet_settings(state)
     result = run_nightly(
@@ -65,6 +75,10 @@ def nightly(
         from farm.metrics.pushgateway import push_run_summary
 
         push_run_summary(pushgateway, result.run, result.run["jobs"])
+    if html_path is not None:
+        from farm.nightly.html import render_nightly
+
+        html_path.write_text(render_nightly(result.run, result.comparison))
     if as_json:
         document = {**result.run, "comparison": result.comparison.to_dict()}
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")

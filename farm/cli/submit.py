@@ -16,7 +16,7 @@ from farm.analysis.reference_state import FAILED, reference_state
 from farm.analysis.tolerance import parse_tolerance
 from farm.cli.context import CliState, handles_errors
 from farm.cli.output import json_default
-from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from farm.durations import parse_duration_s
 from farm.errors import ReferenceCheckError
@@ -79,6 +79,13 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
 @click.option("--runs", "-n", type=int, default=DEFAULT_TIMED_RUNS, show_default=True, help="Timed runs.")
 @click.option(
     "--warmup", type=int, default=DEFAULT_WARMUP_RUNS, show_default=True, help="Untimed warm-up runs."
+)
+@click.option(
+    "--repeats",
+    type=int,
+    default=DEFAULT_REPEATS,
+    show_default=True,
+    help="Measurement sessions, each fresh (on the host a fresh process) with its own warm-up and runs.",
 )
 @click.option("--shape", "shapes", multiple=True, help="Input shape for dynamic dims: name=1x3x224x224.")
 @click.option(
@@ -154,6 +161,7 @@ def submit(
     targets: str | None,
     runs: int,
     warmup: int,
+    repeats: int,
     shapes: tuple[str, ...],
     inputs_npz: Path | None,
     seed: int,
@@ -184,6 +192,7 @@ def submit(
         targets=parse_targets(targets),
         runs=runs,
         warmup=warmup,
+        repeats=repeats,
         shapes=parse_shapes(shapes),
         inputs_npz=inputs_npz,
         seed=seed,

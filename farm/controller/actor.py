@@ -16,6 +16,7 @@ from typing import Any
 
 from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 from agents.registry import agent_class
+from agents.repeats import run_repeats
 from farm.artifacts import ShippedArtifact, unpack_artifact
 from farm.errors import DeviceError
 
@@ -82,7 +83,7 @@ class DeviceActorImpl:
         request = self._local(request, blob)
         started_at = time.time()
         self.agent.prepare(self.unit, request)
-        run = self.agent.run(self.unit, request)
+        run = run_repeats(self.agent, self.unit, request)
         return JobOnUnit(run=run, unit=self.unit, started_at=started_at, finished_at=time.time())
 
     def close(self) -> None:

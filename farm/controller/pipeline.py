@@ -24,7 +24,7 @@ from farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_toler
 from farm.artifacts import ArtifactStore
 from farm.compile import compile_for_target
 from farm.compile.report import CompiledArtifact
-from farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS, FarmHome
+from farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS, FarmHome
 from farm.controller.client import FleetClient, fleet_client
 from farm.controller.cluster import ClusterConfig
 from farm.controller.fleet import JobEvent
@@ -70,6 +70,8 @@ class SubmitRequest:
     targets: list[Target] | None = None
     runs: int = DEFAULT_TIMED_RUNS
     warmup: int = DEFAULT_WARMUP_RUNS
+    #: measurement sessions per job, each with its own warm-up and timed runs
+    repeats: int = DEFAULT_REPEATS
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     inputs_npz: Path | None = None
     seed: int = DEFAULT_SEED
@@ -136,6 +138,8 @@ def prepare(
         raise UsageError("--runs must be at least 1")
     if request.warmup < 0:
         raise UsageError("--warmup cannot be negative")
+    if request.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
     if request.max_attempts < 1:
         raise UsageError("--attempts must be at least 1")
     selectors = parse_devices(request.devices, profiles, attached)
@@ -182,6 +186,7 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
             "runs": request.runs,
             "warmup": request.warmup,
             "sustained_s": request.sustained_s or None,
+            "repeats": request.repeats,
             "seed": request.seed,
             "devices": request.devices,
             "targets": None if request.targets is None else [t.name for t in request.targets],
@@ -298,6 +303,7 @@ def plan_model(
                     inputs=prepared.inputs,
                     warmup=request.warmup,
                     runs=request.runs,
+                    repeats=request.repeats,
                     profile_ops=request.profile_ops,
                     intra_op_threads=request.intra_op_threads,
                     sustained_s=request.sustained_s,

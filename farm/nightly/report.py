@@ -1,38 +1,107 @@
-"""The nightly summary on the terminal: jobs, and what regressed against the baseline."""
+"""The nightly summary on the terminal: each job's verdict with the numbers behind it.
+
+Fits 80 columns: jobs are grouped under their device and target, one row per model, and the
+reasons (why a job was not compared, what else changed) follow the table as wrapped lines.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+import textwrap
 
+from rich.console import Console
+from rich.markup import escape
+
+from farm.nightly.compare import Comparison, JobComparison
 from farm.nightly.run import NightlyResult
+
+WIDTH = 80
+MODEL_WIDTH = 20
+COLUMNS = (
+    f"{'model':<{MODEL_WIDTH}} {'base ms':>8} {'p50 ms':>8} {'change':>7} {'95% CI':>11} {'adj p':>7}"
+    "  verdict"
+)
+VERDICT_STYLE = {
+    "regressed": "red",
+    "failed": "red",
+    "missing": "red",
+    "improved": "green",
+    "unchanged": "",
+    "not compared": "yellow",
+}
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _name(model: str) -> str:
+    return model if len(model) <= MODEL_WIDTH else model[: MODEL_WIDTH - 1] + "~"
+
+
+def row(entry: JobComparison) -> str:
+    """One job's line of the table (plain text, no markup)."""
+    model = _name(entry.key[0])
+    latency = entry.latency
+    if latency is None:
+        cells = ("-", "-" if entry.p50 is None else _ms(entry.p50), "-", "-", "-")
+    else:
+        cells = (
+            _ms(latency.baseline_p50),
+            _ms(latency.new_p50),
+            f"{(latency.ratio - 1) * 100:+.1f}%",
+            f"{latency.ci_low:.2f}-{latency.ci_high:.2f}x",
+            "-" if entry.p_adjusted is None else f"{entry.p_adjusted:.2g}",
+        )
+    base, now, change, interval, p_adj = cells
+    return f"{model:<{MODEL_WIDTH}} {base:>8} {now:>8} {change:>7} {interval:>11} {p_adj:>7}  {entry.verdict}"
+
+
+def notes(entry: JobComparison) -> list[str]:
+    """Why the verdict is what it is, beyond the numbers in the row."""
+    lines: list[str] = []
+    if entry.reason:
+        lines.append(entry.reason)
+    lines += [f.message for f in entry.findings if f.kind != "latency"]
+    if entry.latency is not None and entry.latency.drift_from == "device":
+        lines.append("night-to-night drift taken from the device's other jobs: its own history is short")
+    return lines
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    groups: dict[tuple[str, str], list[JobComparison]] = {}
+    for entry in comparison.jobs:
+        groups.setdefault((entry.key[1], entry.key[2]), []).append(entry)
+    console.print(COLUMNS, style="bold", highlight=False)
+    for (device, target), entries in sorted(groups.items()):
+        console.print(escape(f"{device} {target}"), style="dim", highlight=False)
+        for entry in entries:
+            style = VERDICT_STYLE.get(entry.verdict, "")
+            console.print(escape(row(entry)), style=style or None, highlight=False)
+    reasons = [(e, n) for e in comparison.jobs for n in notes(e)]
+    if reasons:
+        console.print("why:", style="bold", highlight=False)
+    for entry, note in reasons:
+        text = f"{entry.key[0]} ({entry.key[1]} {entry.key[2]}): {note}"
+        for line in textwrap.wrap(text, WIDTH - 2, initial_indent="  ", subsequent_indent="    "):
+            console.print(escape(line), highlight=False)
+    policy = comparison.policy
+    judged = sum(1 for e in comparison.jobs if e.p_adjusted is not None)
+    method = (
+        f"session-level test, {judged} of {len(comparison.jobs)} job(s) judged; Benjamini-Hochberg at "
+        f"{policy.alpha:g}; a regression is also at least {policy.min_effect:.0%} slower"
+    )
+    for line in textwrap.wrap(method, WIDTH):
+        console.print(line, style="dim", highlight=False)
 
 
 def print_summary(result: NightlyResult, console: Console | None = None) -> None:
     console = console or Console()
     run, comparison = result.run, result.comparison
     ok = sum(1 for j in run["jobs"] if j["status"] == "ok")
-    console.print(
-        f"nightly [bold]{run['suite']}[/bold] run {run['run_id']}: {run['status']}, "
-        f"{ok}/{len(run['jobs'])} jobs ok; baseline {comparison.baseline_run or 'none (first run)'}"
-    )
-    table = Table(title="Against the baseline")
-    for column in ("model", "device", "target", "status", "p50 ms", "findings"):
-        table.add_column(column)
-    latest = {
-        (j["model"]["name"], str(j.get("requested") or j["device"]), j["target"]): j for j in run["jobs"]
-    }
-    for entry in comparison.jobs:
-        job = latest.get(entry.key)
-        p50 = f"{job['latency_ms']['p50']:.3f}" if job and job["status"] == "ok" else "-"
-        status = f"[red]{entry.status}[/red]" if entry.regression else entry.status
-        findings = "; ".join(
-            ("[red]" if f.regression else "[green]") + f.message + ("[/red]" if f.regression else "[/green]")
-            for f in entry.findings
-        )
-        if job is not None and job["status"] != "ok":
-            findings = findings or f"[red]{job.get('error')}[/red]"
-        table.add_row(*entry.key, status, p50, findings or "")
-    console.print(table)
+    baseline = comparison.baseline_run or "none (first run)"
+    header = f"nightly {run['suite']} run {run['run_id']}: {run['status']}, {ok}/{len(run['jobs'])} jobs ok"
+    console.print(escape(header), highlight=False)
+    console.print(escape(f"previous run {baseline}; each job against its last success"), highlight=False)
+    print_comparison(comparison, console)
     count = len(comparison.regressions)
     console.print(f"[red]{count} regression(s)[/red]" if count else "[green]no regressions[/green]")

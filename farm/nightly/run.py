@@ -1,7 +1,8 @@
 """`farm nightly SUITE`: run every model of the suite as one run, then compare with the baseline.
 
-The baseline is the latest complete run of the same suite (or the one asked for), chosen
-before this run starts. Its job durations also order this run's queue longest first.
+Each job's baseline is the last run of the suite in which that job succeeded (or the run asked
+for), chosen before this run starts, with the job's earlier successes as its history. The
+baselines' durations also order this run's queue longest first.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from farm.controller.pipeline import (
 )
 from farm.controller.recording import recorded_run
 from farm.controller.results import RunStore, run_store
-from farm.nightly.compare import Comparison, compare_runs, job_key, medians_by_key
+from farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from farm.nightly.suite import Suite
 from farm.profiles import DeviceProfile
 from farm.store import StoreLocation, new_run_id
@@ -46,6 +47,7 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
             runs=m.runs,
             warmup=m.warmup,
             sustained_s=m.sustained_s,
+            repeats=m.repeats,
             shapes=dict(m.shapes),
             tolerance=m.tolerance or None,
             reference_model=m.reference,
@@ -56,24 +58,45 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
     ]
 
 
-#: earlier complete runs of the suite whose medians set the run-to-run noise floor
+#: a job's earlier successful runs used as its history (the run-to-run drift of the series)
 HISTORY_RUNS = 10
+#: the suite's most recent finished runs read to find them: a few more than the history, so a job
+#: that failed on some nights still has most of its history (each run's documents are read whole)
+RUNS_READ = HISTORY_RUNS + 5
+#: run states whose jobs count as history: finished, whatever some of their jobs did
+FINISHED = ("complete", "partial", "failed")
 
 
-def baseline_and_history(
-    store: RunStore, suite: str, wanted: str | None
-) -> tuple[str | None, list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    """The baseline run (the one asked for, else the suite's latest complete run) and its jobs,
-    and the jobs of the suite's last complete runs, oldest first; each run's jobs read once."""
-    complete = [
-        r.run_id for r in store.runs(limit=200, kind="nightly", suite=suite) if r.status == "complete"
+@dataclass
+class History:
+    """What this run is compared with: per job its earlier successful runs (its baseline last),
+    the suite's last finished run, and the baseline run asked for, if any."""
+
+    series: dict[Key, Series]
+    previous: list[dict[str, Any]]
+    pinned_run: str | None = None
+    pinned_jobs: list[dict[str, Any]] | None = None
+
+
+def load_history(store: RunStore, suite: str, wanted: str | None) -> History:
+    """A failed job does not make its run unusable: each job's baseline is the last run in which
+    it succeeded. With `wanted`, every job is compared with that run (its history: older runs)."""
+    finished = [
+        r.run_id for r in store.runs(limit=RUNS_READ, kind="nightly", suite=suite) if r.status in FINISHED
     ]
-    jobs = {run_id: store.jobs(run_id) for run_id in complete[:HISTORY_RUNS]}
-    baseline_id = store.resolve_run_id(wanted) if wanted is not None else next(iter(complete), None)
-    if baseline_id is not None and baseline_id not in jobs:
-        jobs[baseline_id] = store.jobs(baseline_id)
-    baseline_jobs = jobs[baseline_id] if baseline_id is not None else []
-    return baseline_id, baseline_jobs, [jobs[r] for r in reversed(complete[:HISTORY_RUNS])]
+    pinned_run = store.resolve_run_id(wanted) if wanted is not None else None
+    if pinned_run is not None:
+        finished = finished[finished.index(pinned_run) + 1 :] if pinned_run in finished else finished
+    jobs = {run_id: store.jobs(run_id) for run_id in finished}
+    series: dict[Key, Series] = {}
+    for run_id in reversed(finished):  # oldest first
+        for job in jobs[run_id]:
+            if job["status"] == "ok":
+                series.setdefault(job_key(job), []).append((run_id, job))
+    series = {key: runs[-HISTORY_RUNS:] for key, runs in series.items()}
+    previous = jobs[finished[0]] if finished else []
+    pinned_jobs = store.jobs(pinned_run) if pinned_run is not None else None
+    return History(series, previous if pinned_run is None else pinned_jobs or [], pinned_run, pinned_jobs)
 
 
 def run_nightly(
@@ -95,9 +118,12 @@ def run_nightly(
         home.ensure()
         run_id = new_run_id()
         with run_store(client.embedded, client.fleet, store_location or home.store_path) as store:
-            baseline_id, baseline_jobs, earlier = baseline_and_history(store, suite.name, baseline)
-            history = medians_by_key(earlier)
-            durations = {job_key(j): j["duration_s"] for j in baseline_jobs if j.get("duration_s")}
+            history = load_history(store, suite.name, baseline)
+            durations = {
+                key: runs[-1][1]["duration_s"]
+                for key, runs in history.series.items()
+                if runs[-1][1].get("duration_s")
+            }
 
             def expected(base: dict[str, Any]) -> float | None:
                 return durations.get(job_key(base))
@@ -111,7 +137,8 @@ def run_nightly(
                 "kind": "nightly",
                 "suite": suite.name,
                 "suite_path": str(suite.source) if suite.source else None,
-                "baseline_run": baseline_id,
+                "baseline_run": history.pinned_run
+                or (history.previous[0]["run_id"] if history.previous else None),
                 "models": [
                     run_document(run_id, r, p)["model"] for r, p in zip(requests, prepared, strict=True)
                 ],
@@ -120,5 +147,12 @@ def run_nightly(
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
                 run_planned(planned, client, recorder, progress)
     document.update(status=recorder.status, jobs=recorder.jobs)
-    comparison = compare_runs(baseline_id, baseline_jobs, recorder.jobs, suite.policy, history)
+    comparison = compare_runs(
+        recorder.jobs,
+        history.series,
+        suite.policy,
+        previous=history.previous,
+        pinned_run=history.pinned_run,
+        pinned_jobs=history.pinned_jobs,
+    )
     return NightlyResult(run=document, comparison=comparison)

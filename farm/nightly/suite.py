@@ -11,7 +11,7 @@ import yaml
 
 from farm.analysis.regression import RegressionPolicy
 from farm.analysis.tolerance import ToleranceOverrides, parse_tolerance
-from farm.config import DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from farm.config import DEFAULT_SUITE_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from farm.durations import parse_duration_s
 from farm.errors import UsageError
@@ -32,6 +32,8 @@ class SuiteModel:
     tolerance: ToleranceOverrides = field(default_factory=ToleranceOverrides)
     #: seconds of sustained load after the timed runs (0: none)
     sustained_s: float = 0.0
+    #: measurement sessions per job: the unit of the regression test
+    repeats: int = DEFAULT_SUITE_REPEATS
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ SUITE_FIELDS = {
     "runs",
     "warmup",
     "sustained",
+    "repeats",
     "attempts",
     "placement_deadline_s",
     "regression",
@@ -67,6 +70,7 @@ MODEL_FIELDS = {
     "reference",
     "tolerance",
     "sustained",
+    "repeats",
 }
 POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db", "between_run_z"}
 
@@ -152,6 +156,7 @@ def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: s
         sustained_s=parse_duration_s(merged["sustained"], f"{here}.sustained")
         if "sustained" in merged
         else 0.0,
+        repeats=_number(merged.get("repeats", DEFAULT_SUITE_REPEATS), f"{here}.repeats", int, 1),
     )
 
 
@@ -167,7 +172,9 @@ def parse_suite(data: Any, path: Path) -> Suite:
     if not isinstance(models, list) or not models:
         raise UsageError(f"{where}: 'models' must be a non-empty list")
     defaults = {
-        k: data[k] for k in ("devices", "targets", "runs", "warmup", "tolerance", "sustained") if k in data
+        k: data[k]
+        for k in ("devices", "targets", "runs", "warmup", "tolerance", "sustained", "repeats")
+        if k in data
     }
     policy_raw = data.get("regression") or {}
     if not isinstance(policy_raw, dict):

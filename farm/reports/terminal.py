@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from farm.analysis.reference_state import FAILED, PASSED, reference_state
+from farm.analysis.sessions import spread_warnings
 from farm.compile.placement import short_provider
 from farm.reports.fit import fit_table, table_width
 from farm.reports.kernel_sources import kernel_sources_of
@@ -18,8 +19,6 @@ from farm.reports.provenance import describe, placement_mark, time_mark
 from farm.reports.sustained_text import sustained_lines
 
 TOP_OPS = 8
-#: above this coefficient of variation the timed runs disagree enough to say so
-NOISY_CV = 0.1
 
 
 def _ms(value: float | None) -> str:
@@ -194,13 +193,9 @@ def compile_lines(job: dict[str, Any]) -> Text:
     fused = [f"{f['op_type']} {f['before']}->{f['after']}" for f in compile_["fusions"]]
     if fused:
         text.append("  op changes: " + ", ".join(fused) + "\n")
-    cv = job["latency_ms"].get("cv")
-    if cv is not None and cv > NOISY_CV:
-        text.append(
-            f"  warning: latency varied run to run (cv {cv:.2f}): the device was busy or throttling; "
-            "compare p50s with care, or rerun with more --runs on a quiet device\n",
-            style="yellow",
-        )
+    # robust spread within a session and between sessions: the cv fired on one outlier
+    for warning in spread_warnings(job["latency_ms"]):
+        text.append(f"  warning: {warning}\n", style="yellow")
     for note in job.get("notes", []):
         text.append(f"  note: {note}\n", style="dim")
     return text

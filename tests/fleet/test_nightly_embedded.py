@@ -31,7 +31,12 @@ def test_the_example_suite_runs_embedded_and_names_its_baseline(tmp_path: Path) 
         pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
     shutil.copy(ROOT / "examples" / "tinynet.onnx", tmp_path / "tinynet.onnx")
     suite = tmp_path / "suite.yaml"
-    suite.write_text((ROOT / "examples" / "suite.yaml").read_text().replace("runs: 30", "runs: 5"))
+    suite.write_text(
+        (ROOT / "examples" / "suite.yaml")
+        .read_text()
+        .replace("runs: 30", "runs: 5")
+        .replace("repeats: 5", "repeats: 2")
+    )
     first = farm(tmp_path / "home", "nightly", str(suite), "--json")
     assert first.returncode == 0, first.stderr[-2000:]
     document = json.loads(first.stdout)
@@ -41,8 +46,23 @@ def test_the_example_suite_runs_embedded_and_names_its_baseline(tmp_path: Path) 
         "complete",
     )
     (job,) = document["jobs"]
-    assert job["device"] == "host-cpu" and job["status"] == "ok" and len(job["latency_ms"]["samples"]) == 5
+    assert job["device"] == "host-cpu" and job["status"] == "ok" and len(job["latency_ms"]["samples"]) == 10
     assert document["comparison"]["baseline_run"] is None
+
+    # unchanged: the second night exits 0 and shows the numbers behind its verdict
+    second = farm(tmp_path / "home", "nightly", str(suite), "--html", str(tmp_path / "nightly.html"))
+    assert second.returncode == 0, second.stderr[-2000:]
+    lines = second.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = next(line for line in lines if line.startswith("tinynet"))
+    assert "%" in row and "x" in row  # change and interval of the ratio
+    assert "no regressions" in second.stdout
+    assert "baseline p50 ms" in (tmp_path / "nightly.html").read_text()
+    third = json.loads(farm(tmp_path / "home", "nightly", str(suite), "--json").stdout)
+    (entry,) = third["comparison"]["jobs"]
+    assert entry["baseline_run"] not in (None, third["run_id"])
+    assert entry["latency"]["baseline_p50"] > 0 and entry["latency"]["sessions"] == [2, 2]
+    assert set(entry["latency"]) >= {"change_pct", "ci", "p_slower", "p_adjusted"}
 
     bad = farm(tmp_path / "home", "nightly", str(suite), "--baseline", "no-such-run")
     assert bad.returncode == 2 and "no run 'no-such-run'" in bad.stderr

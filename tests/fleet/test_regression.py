@@ -83,6 +83,7 @@ def test_a_suite_file_is_loaded_with_defaults_and_paths_relative_to_it(tmp_path:
     suite_path.write_text(
         "name: mobile\ndevices: [pixel8, iphone15]\nruns: 20\nmodels:\n"
         "  - models/a.onnx\n  - path: models/b.onnx\n    devices: host-cpu\n    targets: [ort/cpu]\n"
+        "    repeats: 3\n"
         "    shapes: {x: [1, 3, 8, 8]}\nregression: {min_effect: 0.1}\n"
     )
     suite = load_suite(suite_path)
@@ -91,6 +92,7 @@ def test_a_suite_file_is_loaded_with_defaults_and_paths_relative_to_it(tmp_path:
     assert a.path == tmp_path / "models" / "a.onnx" and a.devices == ("pixel8", "iphone15") and a.runs == 20
     assert b.devices == ("host-cpu",) and [t.name for t in b.targets or ()] == ["ort/cpu"]
     assert b.shapes == {"x": (1, 3, 8, 8)}
+    assert (a.repeats, b.repeats) == (5, 3)  # the suite default, and the model's own
 
 
 @pytest.mark.parametrize(
@@ -100,6 +102,7 @@ def test_a_suite_file_is_loaded_with_defaults_and_paths_relative_to_it(tmp_path:
         ("name: s\nmodels: [a.onnx]\n", "no devices"),
         ("name: s\ndevices: [pixel8]\nmodels: [a.onnx]\nrunz: 3\n", "unknown field 'runz'"),
         ("name: s\ndevices: [pixel8]\nruns: 0\nmodels: [a.onnx]\n", "runs must be at least 1"),
+        ("name: s\ndevices: [pixel8]\nrepeats: 0\nmodels: [a.onnx]\n", "repeats must be at least 1"),
         ("name: s\ndevices: [pixel8]\ntargets: [ort/gpu9]\nmodels: [a.onnx]\n", "unknown target"),
     ],
 )

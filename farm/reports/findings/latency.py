@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from farm.analysis.sessions import spread_warnings
 from farm.reports.compare import Comparison
 from farm.reports.findings.base import Finding, pct
 
@@ -41,6 +42,19 @@ def unstable_latency(comparison: Comparison) -> list[Finding]:
     """Columns whose samples spread so much that their percentiles deserve care."""
     findings = []
     for column in comparison.ok_columns:
+        robust = column.latency.get("mad_over_median")
+        if robust is not None:
+            # a job with robust spread recorded is judged by it and by its sessions, not by the cv
+            for warning in spread_warnings(column.latency):
+                findings.append(
+                    Finding(
+                        "unstable_latency",
+                        0.1,
+                        f"latency on {column.label}: {warning}",
+                        {"column": column.label, "spread": column.latency.get("spread")},
+                    )
+                )
+            continue
         cv = column.latency.get("cv")
         if cv is not None and float(cv) > UNSTABLE_CV:
             findings.append(

@@ -1,0 +1,60 @@
+"""One measurement session of a host job in a process of its own: load, warm-up, timed runs.
+
+The host agent starts this file with the interpreter that runs it (`python session.py`), one
+process per repeat after the first, so each repeat draws its own thread placement, allocator
+state and CPU frequency history; in one long-lived process those are fixed for every repeat and
+the between-session spread would be hidden. It imports only numpy and onnxruntime (no farm), so
+a repeat costs the interpreter start and the session, nothing more.
+
+stdin: a JSON object {model, providers, inputs (an .npz path), warmup, runs, threads};
+stdout: a JSON object {samples_ms: [...], load_ms}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+NS_PER_MS = 1e6
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+    import onnxruntime as ort
+
+    with np.load(spec["inputs"]) as npz:
+        inputs = {name: npz[name] for name in npz.files}
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if spec.get("threads"):
+        options.intra_op_num_threads = int(spec["threads"])
+    start = time.perf_counter_ns()
+    session = ort.InferenceSession(spec["model"], options, providers=spec["providers"])
+    load_ns = time.perf_counter_ns() - start
+    names = [o.name for o in session.get_outputs()]
+    session.run(names, inputs)  # the first inference: a session's one-off costs, never timed
+    for _ in range(int(spec["warmup"])):
+        session.run(names, inputs)
+    samples: list[float] = []
+    for _ in range(int(spec["runs"])):
+        start = time.perf_counter_ns()
+        session.run(names, inputs)
+        samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
+    return {"samples_ms": samples, "load_ms": load_ns / NS_PER_MS}
+
+
+def main() -> int:
+    try:
+        result = measure(json.loads(sys.stdin.read()))
+    except Exception as exc:  # the parent turns one line of it into a DeviceError
+        sys.stderr.write(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
+        return 1
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
