@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,28 @@ __all__ = ["MIGRATIONS", "ResultsStore", "RunRow", "StoreLocation", "new_run_id"
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
-MIGRATIONS: tuple[str, ...] = (
+def reference_states_migration(db: Database) -> None:
+    """A job stored before the three states has only `reference.passed`. One whose runner returned
+    no outputs was stored as failed with every output "missing": it was never compared, and must
+    not show (or alert) as a failure."""
+    rows = db.execute("SELECT job_id, document FROM jobs WHERE status = 'ok'").fetchall()
+    for job_id, text in rows:
+        document = json.loads(text)
+        reference = document.get("reference")
+        if not isinstance(reference, dict) or "status" in reference:
+            continue
+        if reference.get("outputs") == {} and reference.get("missing_outputs"):
+            reference.update(
+                status="not_compared", passed=None, reason="the runner returned no outputs to compare"
+            )
+        else:
+            reference["status"] = "passed" if reference.get("passed") is True else "failed"
+        db.execute("UPDATE jobs SET document = ? WHERE job_id = ?", (json.dumps(document), job_id))
+
+
+Migration = str | Callable[[Database], None]
+
+MIGRATIONS: tuple[Migration, ...] = (
     """
     CREATE TABLE runs (
         run_id       TEXT PRIMARY KEY,
@@ -67,23 +88,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_latest_ok ON jobs(status, model_name, device, target, finished_at, job_id);
     CREATE INDEX jobs_by_device_status ON jobs(device, status, started_at, finished_at);
     """,
-    # The reference check's three states (docs/results.md): a job stored before them has only
-    # `passed`. One whose runner returned no outputs was stored as failed with every output
-    # "missing": it was never compared, and must not show (or alert) as a failure.
-    """
-    UPDATE jobs SET document = json_set(document,
-        '$.reference.status', 'not_compared',
-        '$.reference.passed', json('null'),
-        '$.reference.reason', 'the runner returned no outputs to compare')
-    WHERE status = 'ok' AND json_type(document, '$.reference') = 'object'
-      AND json_type(document, '$.reference.status') IS NULL
-      AND json_extract(document, '$.reference.outputs') = '{}'
-      AND json_array_length(document, '$.reference.missing_outputs') > 0;
-    UPDATE jobs SET document = json_set(document, '$.reference.status',
-        CASE json_extract(document, '$.reference.passed') WHEN 1 THEN 'passed' ELSE 'failed' END)
-    WHERE status = 'ok' AND json_type(document, '$.reference') = 'object'
-      AND json_type(document, '$.reference.status') IS NULL
-    """,
+    # The reference check's three states (docs/results.md): written in Python (below), the same
+    # on SQLite and PostgreSQL, whose JSON functions differ.
+    reference_states_migration,
 )
 
 
@@ -163,6 +170,9 @@ class ResultsStore:
             version = db.schema_version()
             self._check_version(version)
             for script in MIGRATIONS[version:]:
+                if callable(script):
+                    script(db)
+                    continue
                 for statement in db.ddl(script).split(";"):
                     if statement.strip():
                         db.execute(statement)

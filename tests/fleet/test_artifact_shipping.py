@@ -11,6 +11,7 @@ import pytest
 
 from agents.base import AgentSettings, RunRequest
 from farm.controller.actor import DeviceActorImpl, discover_units
+from farm.errors import DeviceError
 from farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
 from farm.targets import parse_targets
 
@@ -37,5 +38,5 @@ def test_a_small_artifact_shipped_inline_runs_and_is_cached(tiny_model: Path, tm
     assert len(done.run.samples_ms) == 2
     cached = tmp_path / "cache" / request.artifact_sha256 / "tiny.onnx"
     assert cached.read_bytes() == tiny_model.read_bytes()
-    with pytest.raises(ValueError, match="shipped artifact is"):  # bytes that are not the artifact
+    with pytest.raises(DeviceError, match="arrived as"):  # bytes that are not the artifact
         actor.run_job(_request(tiny_model, tmp_path / "other" / "tiny2.onnx"), b"not the model")

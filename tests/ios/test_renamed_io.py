@@ -92,7 +92,7 @@ def test_the_stand_in_runs_the_ml_program_under_its_feature_names_and_the_refere
         artifact=artifact,  # type: ignore[arg-type]
         run=run,
         reference=reference,
-        tolerance=default_tolerance(ANE),
+        tolerance=default_tolerance(ANE, artifact.report.precision),
     )
     assert document["reference"]["missing_outputs"] == []
     assert set(document["reference"]["outputs"]) == set(EXPECTED_OUTPUTS)

@@ -102,7 +102,8 @@ def test_a_simulated_job_pushes_latency_but_no_reference_series() -> None:
         return {
             "status": "ok", "model": {"name": "m"}, "device": device, "target": "ort/cpu",
             "started_at": 1.0, "finished_at": 2.0, "latency_ms": {"p50": 2.0, "p90": 3.0, "p99": 4.0},
-            "reference": {"passed": False, "outputs": {}, "missing_outputs": ["y"]},
+            "reference": {"status": "failed", "passed": False, "outputs": {"y": {"passed": False}},
+                          "missing_outputs": []},
             "provenance": {"latency": latency},
         }  # fmt: skip
 
