@@ -14,10 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from farm.compile.io_names import IoNameMap
-from farm.config import DEFAULT_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
-from farm.profiles import DeviceProfile
-from farm.targets import Target
+from ondevice_farm.compile.io_names import IoNameMap
+from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.targets import Target
 
 DEFAULT_JOB_TIMEOUT_S = 600.0
 #: a sustained run reports latency percentiles and telemetry per window of this length
@@ -47,7 +47,7 @@ class RunRequest:
     """What a job asks a unit to do. `artifact` is a file or a `.mlpackage` directory.
 
     `repeats`: measurement sessions, each a fresh session (on the host a fresh process) with its
-    own first inference, `warmup` untimed runs and `runs` timed runs; see `agents.repeats`.
+    own first inference, `warmup` untimed runs and `runs` timed runs; see `ondevice_farm_agents.repeats`.
     """
 
     artifact: Path
@@ -155,7 +155,7 @@ class DeviceRun:
     #: per figure kind, how an estimate was derived (e.g. {"op_times": "mean_us = ..."})
     formulas: dict[str, str] = field(default_factory=dict)
     #: every session's timed samples, the first session's (`samples_ms`) first; filled by
-    #: `agents.repeats.run_repeats` (an agent's own `run` measures one session)
+    #: `ondevice_farm_agents.repeats.run_repeats` (an agent's own `run` measures one session)
     repeat_samples_ms: list[list[float]] = field(default_factory=list)
     #: how the runner computed the percentiles of `latency_summary_ms` where it gave no samples
     #: (with samples the farm computes them itself, numpy's "linear" method)

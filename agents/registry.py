@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import importlib
 
-from agents.base import DeviceAgent
-from farm.errors import DISTRIBUTION, UsageError, install_hint
+from ondevice_farm.errors import DISTRIBUTION, UsageError, install_hint
+from ondevice_farm_agents.base import DeviceAgent
 
 #: platform -> (module, class, the pip extra that provides its dependencies)
 AGENTS: dict[str, tuple[str, str, str]] = {
-    "host": ("agents.host.agent", "HostAgent", ""),
-    "ios": ("agents.ios.agent", "IosAgent", "ios"),
-    "android": ("agents.android.agent", "AndroidAgent", "android"),
-    "simulated": ("agents.simulated.agent", "SimulatedAgent", ""),
+    "host": ("ondevice_farm_agents.host.agent", "HostAgent", ""),
+    "ios": ("ondevice_farm_agents.ios.agent", "IosAgent", "ios"),
+    "android": ("ondevice_farm_agents.android.agent", "AndroidAgent", "android"),
+    "simulated": ("ondevice_farm_agents.simulated.agent", "SimulatedAgent", ""),
 }
 
 

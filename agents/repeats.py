@@ -9,7 +9,7 @@ is the agent's own `run` (outputs, first inference, memory, per-op profile); eac
 
 from __future__ import annotations
 
-from agents.base import DeviceAgent, DeviceRun, DeviceUnit, RunRequest
+from ondevice_farm_agents.base import DeviceAgent, DeviceRun, DeviceUnit, RunRequest
 
 
 def run_repeats(agent: DeviceAgent, unit: DeviceUnit, request: RunRequest) -> DeviceRun:

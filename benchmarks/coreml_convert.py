@@ -50,9 +50,9 @@ def _measure(path_text: str) -> dict[str, Any]:
     import coremltools  # noqa: F401  (imported before the baseline: its import is not the conversion)
     import onnxruntime as ort
 
-    from farm.analysis.numeric import diff_output
-    from farm.compile.coreml import compile_coreml, predict_drift
-    from farm.targets import Target
+    from ondevice_farm.analysis.numeric import diff_output
+    from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+    from ondevice_farm.targets import Target
 
     path = Path(path_text)
     baseline = _peak_rss_mib()

@@ -19,9 +19,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from farm.analysis.numeric import diff_output
-from farm.compile.coreml import compile_coreml, predict_drift
-from farm.targets import Target
+from ondevice_farm.analysis.numeric import diff_output
+from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.targets import Target
 from tests.coreml.onnx_models import resnet_blocks, transformer_encoder
 from tests.coreml.quantized_models import feeds, quantize_qdq
 

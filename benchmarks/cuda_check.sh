@@ -71,7 +71,7 @@ if ! has_cuda_ep "$PY" && [ -n "${FARM_WHEELHOUSE:-}" ]; then
   PY="$SCRATCH/venv/bin/python"
 fi
 say "python: $PY ($("$PY" -c 'import sys, onnxruntime as o; print(sys.version.split()[0], "onnxruntime", o.__version__, o.get_available_providers())' 2>&1))"
-say "availability: $("$PY" -c 'from agents.host.cuda import cuda_availability; print(cuda_availability())' 2>&1)"
+say "availability: $("$PY" -c 'from ondevice_farm_agents.host.cuda import cuda_availability; print(cuda_availability())' 2>&1)"
 
 # 3. The jobs, through the host agent (the same code `farm submit` runs on each unit)
 status=0
@@ -91,7 +91,7 @@ if "$PY" -c 'import ray' 2>/dev/null; then
   : >"$DIR/submit.jsonl"
   for model in "$SCRATCH/celu_fallback.onnx" examples/tinynet.onnx; do
     rc=0
-    loopback_only timeout 120 "$PY" -c 'from farm.cli.main import main; main()' --home "$SCRATCH/home" \
+    loopback_only timeout 120 "$PY" -c 'from ondevice_farm.cli.main import main; main()' --home "$SCRATCH/home" \
       submit "$model" --devices host-cpu,host-cuda --runs "$RUNS" --json \
       >>"$DIR/submit.jsonl" 2>>"$SCRATCH/submit.err" || rc=$?
     if [ "$rc" = 0 ]; then

@@ -25,19 +25,19 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from agents.base import AgentSettings, RunRequest
-from agents.host.agent import HostAgent
-from agents.host.cuda import CUDA_PROVIDER, CudaOptions
-from agents.host.native_log import captured_native_log, verbose_ort_logging
-from farm.analysis.latency import latency_stats
-from farm.analysis.numeric import compare_outputs, default_tolerance
-from farm.analysis.ort_log import parse_session_log
-from farm.analysis.transfers import transfer_report
-from farm.inputs import resolve_shapes, seeded_inputs
-from farm.model import inspect_model
-from farm.profiles import load_profiles
-from farm.reference import reference_outputs
-from farm.targets import Target
+from ondevice_farm.analysis.latency import latency_stats
+from ondevice_farm.analysis.numeric import compare_outputs, default_tolerance
+from ondevice_farm.analysis.ort_log import parse_session_log
+from ondevice_farm.analysis.transfers import transfer_report
+from ondevice_farm.inputs import resolve_shapes, seeded_inputs
+from ondevice_farm.model import inspect_model
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm.reference import reference_outputs
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import AgentSettings, RunRequest
+from ondevice_farm_agents.host.agent import HostAgent
+from ondevice_farm_agents.host.cuda import CUDA_PROVIDER, CudaOptions
+from ondevice_farm_agents.host.native_log import captured_native_log, verbose_ort_logging
 
 SEED = 0
 PROFILED_RUNS = 10

@@ -2,7 +2,7 @@
 
 For each model, in one process run, alternating rounds of:
   bare: InferenceSession(ORT_ENABLE_ALL, same threads) -> warm-up -> N timed `run` calls
-  farm: `farm.controller.pipeline.submit` on host-cpu (embedded Ray, DeviceActor, store)
+  farm: `ondevice_farm.controller.pipeline.submit` on host-cpu (embedded Ray, DeviceActor, store)
   native: the farm's C++ runner (agents/android/native, x86-64 build against the same wheel's
           libonnxruntime) as a process on this host, the same threads, warm-up and runs
 and prints the ratio of the farm's p50 to the bare loop's p50 (goal 1.00 +/- 0.03), and the
@@ -75,12 +75,12 @@ def native_p50_and_startup(
 def main(models: list[Path]) -> None:
     import ray
 
-    from agents.android.native_build import build
-    from agents.base import AgentSettings
-    from farm.config import FarmHome
-    from farm.controller.cluster import ClusterConfig
-    from farm.controller.pipeline import SubmitRequest, prepare, submit
-    from farm.profiles import load_profiles
+    from ondevice_farm.config import FarmHome
+    from ondevice_farm.controller.cluster import ClusterConfig
+    from ondevice_farm.controller.pipeline import SubmitRequest, prepare, submit
+    from ondevice_farm.profiles import load_profiles
+    from ondevice_farm_agents.android.native_build import build
+    from ondevice_farm_agents.base import AgentSettings
 
     profiles = load_profiles()
     native = build("linux-x86_64").binary

@@ -33,7 +33,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-FARM = [sys.executable, "-m", "farm"]
+FARM = [sys.executable, "-m", "ondevice_farm"]
 GOALS_S = {"warm submit": 0.5, "cold submit": 3.0, "per-job (200-job nightly)": 0.05}
 
 

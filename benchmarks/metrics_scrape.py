@@ -30,9 +30,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from farm.metrics.fleet_state import FleetSnapshot, UnitState
-from farm.metrics.server import start_metrics_server
-from farm.store import ResultsStore
+from ondevice_farm.metrics.fleet_state import FleetSnapshot, UnitState
+from ondevice_farm.metrics.server import start_metrics_server
+from ondevice_farm.store import ResultsStore
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_S = 0.100
@@ -59,7 +59,7 @@ def real_job(home: Path) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "farm",
+            "ondevice_farm",
             "--home",
             str(home),
             "submit",

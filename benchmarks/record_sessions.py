@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.aa_models import build
-from farm.inputs import resolve_shapes, seeded_inputs
-from farm.model import inspect_model
+from ondevice_farm.inputs import resolve_shapes, seeded_inputs
+from ondevice_farm.model import inspect_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_MODELS = ROOT.parent.parent / "shared" / "models"

@@ -31,10 +31,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from farm.analysis.multiple import benjamini_hochberg
-from farm.analysis.regression import RegressionPolicy
-from farm.analysis.session_test import LatencyCase, SessionComparison, compare_cases
-from farm.nightly.compare import latency_verdict
+from ondevice_farm.analysis.multiple import benjamini_hochberg
+from ondevice_farm.analysis.regression import RegressionPolicy
+from ondevice_farm.analysis.session_test import LatencyCase, SessionComparison, compare_cases
+from ondevice_farm.nightly.compare import latency_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "benchmarks" / "fixtures" / "host_sessions.json"

@@ -40,8 +40,8 @@ class SimRack:
     """Many simulated units in one asyncio actor: a job sleeps `runs` milliseconds."""
 
     async def run_job(self, serial: str, profile: str, request: Any, blob: Any = None) -> Any:
-        from agents.base import DeviceRun, DeviceUnit
-        from farm.controller.actor import JobOnUnit
+        from ondevice_farm.controller.actor import JobOnUnit
+        from ondevice_farm_agents.base import DeviceRun, DeviceUnit
 
         started = time.time()
         await asyncio.sleep(request.runs / 1000.0)
@@ -72,10 +72,10 @@ class RackUnit:
 def specs(count: int, with_history: bool, seed: int, scale: float) -> list[Any]:
     import numpy as np
 
-    from agents.base import RunRequest
-    from farm.controller.queue import JobSpec
-    from farm.controller.selection import DeviceSelector
-    from farm.targets import Target
+    from ondevice_farm.controller.queue import JobSpec
+    from ondevice_farm.controller.selection import DeviceSelector
+    from ondevice_farm.targets import Target
+    from ondevice_farm_agents.base import RunRequest
 
     rng = np.random.default_rng(seed)
     target = Target.parse("ort/cpu")
@@ -103,7 +103,7 @@ def specs(count: int, with_history: bool, seed: int, scale: float) -> list[Any]:
 
 
 def run_once(fleet: Any, jobs: list[Any], units: int) -> dict[str, float]:
-    from farm.controller.client import FleetClient
+    from ondevice_farm.controller.client import FleetClient
 
     client = FleetClient(fleet=fleet, embedded=False)
     submitted = time.time()
@@ -152,8 +152,8 @@ def main() -> None:
         os.environ.update({k: cluster.env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")})
         import ray
 
-        from farm.controller.fleet import UnitEntry, fleet_actor_class
-        from farm.controller.node_agent import node_strategy
+        from ondevice_farm.controller.fleet import UnitEntry, fleet_actor_class
+        from ondevice_farm.controller.node_agent import node_strategy
 
         ray.init(address=cluster.address, namespace="farm", log_to_driver=False, logging_level="ERROR")
         alive = {n["NodeManagerAddress"]: n["NodeID"] for n in ray.nodes() if n["Alive"]}
@@ -161,7 +161,7 @@ def main() -> None:
         fleet = fleet_actor_class().options(scheduling_strategy=node_strategy(head)).remote()
         rack_cls = ray.remote(num_cpus=0, max_concurrency=10000)(SimRack)
         per_node = args.units // args.nodes
-        from agents.base import DeviceUnit
+        from ondevice_farm_agents.base import DeviceUnit
 
         for node in nodes:
             node_id = alive[node.ip]

@@ -1,3 +1,3 @@
-from farm.cli.main import main
+from ondevice_farm.cli.main import main
 
 main()

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from farm.errors import DeviceError
+from ondevice_farm.errors import DeviceError
 
 CHUNK_BYTES = 1 << 20
 

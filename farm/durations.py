@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from farm.errors import UsageError
+from ondevice_farm.errors import UsageError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$")
 SECONDS_PER_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0}

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 #: the project's name on PyPI, what `pip install` takes (the import name and the command differ);
 #: scripts/rename_packages.py sets it
-DISTRIBUTION = "farm"
+DISTRIBUTION = "ondevice-farm"
 
 
 def install_hint(extra: str) -> str:
-    """`pip install 'farm[coreml]'`: how to get one optional part of the farm."""
+    """`pip install 'ondevice-farm[coreml]'`: how to get one optional part of the farm."""
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from farm.errors import UsageError
-from farm.model import ModelInfo, TensorSpec
+from ondevice_farm.errors import UsageError
+from ondevice_farm.model import ModelInfo, TensorSpec
 
 DEFAULT_DYNAMIC_DIM = 1
 DEFAULT_INT_HIGH = 10

@@ -9,8 +9,8 @@ from pathlib import Path
 import onnx
 from onnx import shape_inference
 
-from farm.artifacts import sha256_path
-from farm.errors import ModelError
+from ondevice_farm.artifacts import sha256_path
+from ondevice_farm.errors import ModelError
 
 #: ONNX elem type -> numpy dtype name
 ONNX_DTYPES: dict[int, str] = {

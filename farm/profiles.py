@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from farm.errors import ProfileError, UsageError
-from farm.targets import KNOWN_TARGETS, Target
+from ondevice_farm.errors import ProfileError, UsageError
+from ondevice_farm.targets import KNOWN_TARGETS, Target
 
 PLATFORMS = ("host", "android", "ios", "simulated")
 DEFAULT_PROFILES_DIR = Path(__file__).resolve().parent.parent / "device_profiles"

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from farm.errors import ModelError, UsageError
-from farm.model import ModelInfo
+from ondevice_farm.errors import ModelError, UsageError
+from ondevice_farm.model import ModelInfo
 
 
 def inputs_digest(inputs: dict[str, np.ndarray]) -> str:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.errors import StoreError, UsageError
-from farm.store_sql import (
+from ondevice_farm.errors import StoreError, UsageError
+from ondevice_farm.store_sql import (
     Database,
     PostgresDatabase,
     SqliteDatabase,
@@ -32,6 +32,7 @@ from farm.store_sql import (
 __all__ = ["MIGRATIONS", "ResultsStore", "RunRow", "StoreLocation", "new_run_id", "store_exists"]
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+
 
 def reference_states_migration(db: Database) -> None:
     """A job stored before the three states has only `reference.passed`. One whose runner returned
@@ -123,7 +124,7 @@ class ResultsStore:
             self._migrate()
         except ImportError:
             raise StoreError(
-                f"{self.path}: a PostgreSQL store needs psycopg", hint="pip install 'farm[postgres]'"
+                f"{self.path}: a PostgreSQL store needs psycopg", hint="pip install 'ondevice-farm[postgres]'"
             ) from None
         except self._errors as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from farm.errors import UsageError
+from ondevice_farm.errors import UsageError
 
 #: ONNX Runtime backend -> the execution provider it asks for (CPU is always appended)
 ORT_PROVIDERS: dict[str, str] = {

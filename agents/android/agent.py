@@ -23,20 +23,39 @@ from typing import Any
 
 import numpy as np
 
-from agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
-from agents.android.inventory import make_unit, parse_getprop
-from agents.android.keys import load_signer
-from agents.android.native_build import DEFAULT_BUILD_ROOT
-from agents.android.native_runner import RUNNER_BINARY, NativeCommand, NativeRunner, ep_options, find_build
-from agents.android.perf_test import perf_test_options, provider_options
-from agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, CachedFile, PushCache, describe
-from agents.android.runners import FARM_RUNNER_NAME, FarmRunner, PerfTestRunner, StagedJob
-from agents.android.test_data import write_test_data
-from agents.android.thermal import parse_sysfs_zones, parse_thermalservice, wait_until_cool, with_battery
-from agents.android.transport import AdbConnection
-from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest, Thermal
-from farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError, UsageError
-from farm.profiles import DeviceProfile
+from ondevice_farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError, UsageError
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
+from ondevice_farm_agents.android.inventory import make_unit, parse_getprop
+from ondevice_farm_agents.android.keys import load_signer
+from ondevice_farm_agents.android.native_build import DEFAULT_BUILD_ROOT
+from ondevice_farm_agents.android.native_runner import (
+    RUNNER_BINARY,
+    NativeCommand,
+    NativeRunner,
+    ep_options,
+    find_build,
+)
+from ondevice_farm_agents.android.perf_test import perf_test_options, provider_options
+from ondevice_farm_agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, CachedFile, PushCache, describe
+from ondevice_farm_agents.android.runners import FARM_RUNNER_NAME, FarmRunner, PerfTestRunner, StagedJob
+from ondevice_farm_agents.android.test_data import write_test_data
+from ondevice_farm_agents.android.thermal import (
+    parse_sysfs_zones,
+    parse_thermalservice,
+    wait_until_cool,
+    with_battery,
+)
+from ondevice_farm_agents.android.transport import AdbConnection
+from ondevice_farm_agents.base import (
+    AgentSettings,
+    DeviceAgent,
+    DeviceRun,
+    DeviceUnit,
+    Health,
+    RunRequest,
+    Thermal,
+)
 
 log = logging.getLogger(__name__)
 

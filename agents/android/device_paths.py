@@ -10,7 +10,7 @@ import posixpath
 import re
 import shlex
 
-from farm.errors import DeviceError
+from ondevice_farm.errors import DeviceError
 
 DEFAULT_DEVICE_ROOT = "/data/local/tmp/farm"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

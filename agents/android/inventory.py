@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from agents.base import DeviceUnit
-from farm.profiles import DeviceProfile, match_profile
+from ondevice_farm.profiles import DeviceProfile, match_profile
+from ondevice_farm_agents.base import DeviceUnit
 
 #: the properties kept with a unit (the rest of getprop's few hundred are noise here)
 INVENTORY_PROPERTIES = (

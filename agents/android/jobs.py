@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from agents.android.device_paths import q
-from agents.android.transport import AdbConnection
-from farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm_agents.android.device_paths import q
+from ondevice_farm_agents.android.transport import AdbConnection
 
 DEFAULT_FIRST_POLL_S = 0.05
 DEFAULT_MAX_POLL_S = 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from farm.errors import DeviceAuthError
+from ondevice_farm.errors import DeviceAuthError
 
 
 def default_key_path() -> Path:

@@ -1,7 +1,7 @@
 """Build the native runner (agents/android/native) for Linux x86-64 and aarch64, cached.
 
-    python -m agents.android.native_build fetch            # downloads only (needs the network)
-    python -m agents.android.native_build build [TARGET]   # linux-x86_64 (default) or linux-aarch64
+    python -m ondevice_farm_agents.android.native_build fetch           # downloads only (network)
+    python -m ondevice_farm_agents.android.native_build build [TARGET]  # linux-x86_64 (default) or -aarch64
 
 What it needs and where it comes from:
 - ONNX Runtime's C headers: `headers/` of the official Android AAR, which the npm package
@@ -30,8 +30,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from farm.artifacts import sha256_file
-from farm.errors import FarmError
+from ondevice_farm.artifacts import sha256_file
+from ondevice_farm.errors import FarmError
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
@@ -216,7 +216,7 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents.android.native_build")
+    parser = argparse.ArgumentParser(prog="python -m ondevice_farm_agents.android.native_build")
     parser.add_argument("action", choices=("fetch", "build"))
     parser.add_argument("target", nargs="?", default="linux-x86_64", choices=TARGETS)
     parser.add_argument(

@@ -1,6 +1,6 @@
 """The farm's native runner on a unit: which build a unit gets, its command line, what it wrote.
 
-The binary (`agents/android/native`, built by `agents.android.native_build` or the NDK recipe in
+The binary (`agents/android/native`, built by `ondevice_farm_agents.android.native_build` or the NDK recipe in
 docs/android.md) sits in the push cache next to the model, with `libonnxruntime.so` in an entry of
 its own; the command names that entry in `LD_LIBRARY_PATH`. Its contract, per job directory:
 `result.json` (timings, samples, output list, versions, peak memory and what that figure is),
@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from agents.android.device_paths import q
-from agents.android.jobs import run_detached
-from agents.android.native_sustained import sustained_trace
-from agents.android.transport import AdbConnection
-from agents.base import DeviceRun, DeviceUnit, RunRequest
-from farm.analysis.profile_runs import profiled_run_count, record_profile
-from farm.errors import DeviceError, UsageError
-from farm.profiles import DeviceProfile
+from ondevice_farm.analysis.profile_runs import profiled_run_count, record_profile
+from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.android.device_paths import q
+from ondevice_farm_agents.android.jobs import run_detached
+from ondevice_farm_agents.android.native_sustained import sustained_trace
+from ondevice_farm_agents.android.transport import AdbConnection
+from ondevice_farm_agents.base import DeviceRun, DeviceUnit, RunRequest
 
 RUNNER_BINARY = "farm_native_runner"
 #: unit ABI (`ro.product.cpu.abi`) -> build directory under the runner root. An x86-64 unit is
@@ -63,7 +63,7 @@ def find_build(root: Path, unit: DeviceUnit, profile: DeviceProfile) -> NativeBu
         how = (
             "build it with the NDK recipe in docs/android.md"
             if target.startswith("android-")
-            else f"python -m agents.android.native_build build {target}"
+            else f"python -m ondevice_farm_agents.android.native_build build {target}"
         )
         raise UsageError(f"{unit.name}: the native runner for {target} is not built in {directory}", hint=how)
     return NativeBuild(target, binary, libraries[0])

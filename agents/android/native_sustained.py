@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agents.base import SustainedTrace, SustainedWindow, TelemetrySample
-from farm.errors import DeviceError
+from ondevice_farm.errors import DeviceError
+from ondevice_farm_agents.base import SustainedTrace, SustainedWindow, TelemetrySample
 
 UJ_PER_MJ = 1000.0
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from farm.errors import UsageError
-from farm.targets import Target
+from ondevice_farm.errors import UsageError
+from ondevice_farm.targets import Target
 
 #: farm backend -> perf_test's `-e` value
 EXECUTION_PROVIDERS = {"cpu": "cpu", "xnnpack": "xnnpack", "nnapi": "nnapi", "qnn": "qnn"}

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.android.device_paths import DevicePaths, q
-from agents.android.transport import AdbConnection
-from farm.artifacts import sha256_file
-from farm.errors import DeviceError
+from ondevice_farm.artifacts import sha256_file
+from ondevice_farm.errors import DeviceError
+from ondevice_farm_agents.android.device_paths import DevicePaths, q
+from ondevice_farm_agents.android.transport import AdbConnection
 
 DEFAULT_CACHE_LIMIT_BYTES = 2 * 1024**3
 MARKER = "complete"

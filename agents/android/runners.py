@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from agents.android import perf_test
-from agents.android.device_paths import q
-from agents.android.jobs import run_detached
-from agents.android.transport import AdbConnection
-from agents.base import DeviceRun, RunRequest
-from farm.analysis.profile_runs import profiled_run_count, record_profile
-from farm.errors import DeviceError
+from ondevice_farm.analysis.profile_runs import profiled_run_count, record_profile
+from ondevice_farm.errors import DeviceError
+from ondevice_farm_agents.android import perf_test
+from ondevice_farm_agents.android.device_paths import q
+from ondevice_farm_agents.android.jobs import run_detached
+from ondevice_farm_agents.android.transport import AdbConnection
+from ondevice_farm_agents.base import DeviceRun, RunRequest
 
 FARM_RUNNER_NAME = "farm_runner.py"
 PROFILE_PREFIX = "profile"

@@ -7,8 +7,8 @@ import re
 import time
 from collections.abc import Callable
 
-from agents.base import Thermal
-from farm.errors import DeviceTimeoutError
+from ondevice_farm.errors import DeviceTimeoutError
+from ondevice_farm_agents.base import Thermal
 
 #: android.os.Temperature.ThrottlingSeverity / PowerManager.THERMAL_STATUS_* names
 THERMAL_STATUS = ("none", "light", "moderate", "severe", "critical", "emergency", "shutdown")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from farm.errors import DeviceAuthError, DeviceError, DeviceLostError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceAuthError, DeviceError, DeviceLostError, DeviceTimeoutError
 
 DEFAULT_IO_TIMEOUT_S = 30.0
 DEFAULT_ADB_PORT = 5555

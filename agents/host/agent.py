@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import (
+from ondevice_farm.analysis.profile_runs import profiled_run_count, record_profile
+from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm_agents.base import (
     AgentSettings,
     DeviceAgent,
     DeviceRun,
@@ -23,12 +25,10 @@ from agents.base import (
     RunRequest,
     SustainedTrace,
 )
-from agents.host.cuda import CudaOptions, cuda_availability
-from agents.host.memory import PeakMemory
-from agents.host.sustained import run_sustained
-from agents.host.telemetry import HostTelemetry
-from farm.analysis.profile_runs import profiled_run_count, record_profile
-from farm.errors import DeviceError, UsageError
+from ondevice_farm_agents.host.cuda import CudaOptions, cuda_availability
+from ondevice_farm_agents.host.memory import PeakMemory
+from ondevice_farm_agents.host.sustained import run_sustained
+from ondevice_farm_agents.host.telemetry import HostTelemetry
 
 NS_PER_MS = 1e6
 CUDA_PROFILE = "host-cuda"
@@ -116,7 +116,7 @@ class HostAgent(DeviceAgent):
         if request.target.runtime != "ort":
             raise UsageError(f"{unit.profile} runs ONNX Runtime targets only, not {request.target}")
         if request.target.backend == "cuda":
-            from agents.host.cuda_run import run_cuda
+            from ondevice_farm_agents.host.cuda_run import run_cuda
 
             return run_cuda(
                 request, self._cuda_options(), self._options, f"onnxruntime-python {self._ort_version()}"

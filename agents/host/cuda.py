@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.host.fallback_probe import DISABLE_CPU_FALLBACK
-from agents.host.native_log import captured_native_log
-from farm.analysis.ort_log import provider_load_failure
-from farm.errors import install_hint
+from ondevice_farm.analysis.ort_log import provider_load_failure
+from ondevice_farm.errors import install_hint
+from ondevice_farm_agents.host.fallback_probe import DISABLE_CPU_FALLBACK
+from ondevice_farm_agents.host.native_log import captured_native_log
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
 INSTALL_HINT = install_hint("cuda")

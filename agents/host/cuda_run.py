@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import DeviceRun, RunRequest
-from agents.host.cuda import CUDA_PROVIDER, INSTALL_HINT, CudaOptions, load_cuda_libraries
-from agents.host.fallback_probe import probe_cpu_fallback
-from agents.host.memory import PeakMemory
-from farm.analysis.profile_runs import DEFAULT_COLD_RUNS, profiled_run_count, record_profile
-from farm.analysis.transfers import transfer_report
-from farm.errors import DeviceError, UsageError
+from ondevice_farm.analysis.profile_runs import DEFAULT_COLD_RUNS, profiled_run_count, record_profile
+from ondevice_farm.analysis.transfers import transfer_report
+from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm_agents.base import DeviceRun, RunRequest
+from ondevice_farm_agents.host.cuda import CUDA_PROVIDER, INSTALL_HINT, CudaOptions, load_cuda_libraries
+from ondevice_farm_agents.host.fallback_probe import probe_cpu_fallback
+from ondevice_farm_agents.host.memory import PeakMemory
 
 NS_PER_MS = 1e6
 #: provider options worth repeating in the notes: they change numbers or first-run time

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.host.native_log import VERBOSE, captured_native_log, verbose_ort_logging
-from farm.analysis.ort_log import CopyInsertion, MissingKernel, parse_session_log, session_error_kind
+from ondevice_farm.analysis.ort_log import CopyInsertion, MissingKernel, parse_session_log, session_error_kind
+from ondevice_farm_agents.host.native_log import VERBOSE, captured_native_log, verbose_ort_logging
 
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 

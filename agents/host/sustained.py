@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from agents.base import SustainedTrace, SustainedWindow, TelemetrySample
+from ondevice_farm_agents.base import SustainedTrace, SustainedWindow, TelemetrySample
 
 NS_PER_S = 1e9
 NS_PER_MS = 1e6

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.base import TelemetrySample
+from ondevice_farm_agents.base import TelemetrySample
 
 KHZ_PER_MHZ = 1000.0
 MILLIDEGREES_PER_C = 1000.0

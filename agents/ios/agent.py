@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.base import (
+from ondevice_farm.compile.io_names import IoNameMap, load_io_names
+from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm.profiles import match_profile
+from ondevice_farm_agents.base import (
     AgentSettings,
     DeviceAgent,
     DeviceRun,
@@ -25,23 +28,20 @@ from agents.base import (
     RunRequest,
     Thermal,
 )
-from agents.ios.bridge import AsyncBridge
-from agents.ios.container import INPUTS_DIR, JOBS_DIR, MODELS_DIR, AppContainer, artifact_files
-from agents.ios.contract import (
+from ondevice_farm_agents.ios.bridge import AsyncBridge
+from ondevice_farm_agents.ios.container import INPUTS_DIR, JOBS_DIR, MODELS_DIR, AppContainer, artifact_files
+from ondevice_farm_agents.ios.contract import (
     JOB_SCHEMA_ID,
     MODEL_FORMATS,
     compute_units,
     inputs_digest,
     tensor_bytes,
 )
-from agents.ios.install import ensure_installed
-from agents.ios.inventory import read_battery_pct, read_properties
-from agents.ios.job import DEFAULT_POLL_S, JobOutcome, run_job
-from agents.ios.link import DeviceLink
-from agents.ios.provider import DEFAULT_TUNNELD_ADDRESS, ConnectionProvider, UsbmuxProvider
-from farm.compile.io_names import IoNameMap, load_io_names
-from farm.errors import DeviceError, UsageError
-from farm.profiles import match_profile
+from ondevice_farm_agents.ios.install import ensure_installed
+from ondevice_farm_agents.ios.inventory import read_battery_pct, read_properties
+from ondevice_farm_agents.ios.job import DEFAULT_POLL_S, JobOutcome, run_job
+from ondevice_farm_agents.ios.link import DeviceLink
+from ondevice_farm_agents.ios.provider import DEFAULT_TUNNELD_ADDRESS, ConnectionProvider, UsbmuxProvider
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from pymobiledevice3 import exceptions as pmd3
 
-from farm.errors import DeviceAuthError, DeviceError, DeviceLostError, DeviceTimeoutError, FarmError
+from ondevice_farm.errors import DeviceAuthError, DeviceError, DeviceLostError, DeviceTimeoutError, FarmError
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ import posixpath
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-from agents.ios.link import DeviceLink
-from agents.ios.provider import ContainerFiles
+from ondevice_farm_agents.ios.link import DeviceLink
+from ondevice_farm_agents.ios.provider import ContainerFiles
 
 ROOT = "Documents/farm"
 MODELS_DIR = f"{ROOT}/models"

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from farm.errors import CompileError, DeviceError, DeviceTimeoutError, FarmError, UsageError
-from farm.targets import Target
+from ondevice_farm.errors import CompileError, DeviceError, DeviceTimeoutError, FarmError, UsageError
+from ondevice_farm.targets import Target
 
 JOB_SCHEMA = "job.schema.json"
 RESULT_SCHEMA = "result.schema.json"
@@ -45,7 +45,10 @@ _RESULT_HINT = "rebuild FarmRunner from agents/ios/FarmRunner for this farm vers
 @cache
 def schema(name: str) -> dict[str, Any]:
     text = (
-        resources.files("agents.ios").joinpath("runner_contract").joinpath(name).read_text(encoding="utf-8")
+        resources.files("ondevice_farm_agents.ios")
+        .joinpath("runner_contract")
+        .joinpath(name)
+        .read_text(encoding="utf-8")
     )
     loaded: dict[str, Any] = json.loads(text)
     return loaded

@@ -6,7 +6,7 @@ fake services over it with the same method names and behaviour as pymobiledevice
 (`get_value`, `get_apps`/`install_from_local`, AFC `exists`/`set_file_contents`/...,
 DVT `launch`/`kill`), raising pymobiledevice3's own exceptions, so everything above the
 service boundary is the agent's real code. An "installed" app is a Python callable (see
-`agents.ios.standin_app`) started on a thread when launched. Tests, docs and demos share it.
+`ondevice_farm_agents.ios.standin_app`) started on a thread when launched. Tests, docs and demos share it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pymobiledevice3.exceptions import (
     PasswordRequiredError,
 )
 
-from agents.ios.provider import ContainerFiles, InstallationProxy, Lockdown, ProcessControl
+from ondevice_farm_agents.ios.provider import ContainerFiles, InstallationProxy, Lockdown, ProcessControl
 
 #: an installed app's code: called on its own thread with (container, launch arguments, process)
 AppProgram = Callable[["AppFiles", list[str], "FakeProcess"], None]

@@ -7,8 +7,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from agents.ios.link import DeviceLink
-from farm.errors import DeviceError, UsageError
+from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm_agents.ios.link import DeviceLink
 
 #: installing a signed app takes a while on the phone (verification, registration)
 DEFAULT_INSTALL_TIMEOUT_S = 300.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.ios.link import DeviceLink
+from ondevice_farm_agents.ios.link import DeviceLink
 
 #: lockdown keys kept as unit properties (`ideviceinfo` prints the same names)
 INVENTORY_KEYS = (

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from agents.ios.container import JOBS_DIR, AppContainer
-from agents.ios.contract import JOB_SCHEMA, RunnerResult, contract_errors, parse_result
-from agents.ios.link import DeviceLink
-from agents.ios.provider import ProcessControl
-from farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm_agents.ios.container import JOBS_DIR, AppContainer
+from ondevice_farm_agents.ios.contract import JOB_SCHEMA, RunnerResult, contract_errors, parse_result
+from ondevice_farm_agents.ios.link import DeviceLink
+from ondevice_farm_agents.ios.provider import ProcessControl
 
 DEFAULT_POLL_S = 0.5
 JOB_ARGUMENT = "--farm-job"

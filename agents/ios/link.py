@@ -6,8 +6,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agents.ios.bridge import AsyncBridge
-from agents.ios.provider import ConnectionProvider
+from ondevice_farm_agents.ios.bridge import AsyncBridge
+from ondevice_farm_agents.ios.provider import ConnectionProvider
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 The protocols below name the few methods of pymobiledevice3's services the agent calls,
 with the same names and arguments, so the real services satisfy them as they are and the
-test fakes (`agents.ios.fakes`) stand in for them one for one. `UsbmuxProvider` is the
+test fakes (`ondevice_farm_agents.ios.fakes`) stand in for them one for one. `UsbmuxProvider` is the
 real provider: usbmuxd for discovery and lockdown services, and for the developer service
 that launches apps (DVT process control) the RemoteXPC tunnel that iOS 17+ requires,
 served by a running `pymobiledevice3 remote tunneld`.

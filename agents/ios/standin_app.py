@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import AgentSettings
-from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
-from agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_ID, contract_errors
-from agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess, FakeProvider
-from agents.ios.standin_mlprogram import JobMismatch, measure_ml_program
+from ondevice_farm_agents.base import AgentSettings
+from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
+from ondevice_farm_agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_ID, contract_errors
+from ondevice_farm_agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess, FakeProvider
+from ondevice_farm_agents.ios.standin_mlprogram import JobMismatch, measure_ml_program
 
 STANDIN_NAME = "FarmRunner host stand-in (onnxruntime CPU)"
 STANDIN_VERSION = "0.1.0"

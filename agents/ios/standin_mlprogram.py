@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.ios.contract import DTYPES
-from agents.ios.fakes import AppFiles
+from ondevice_farm_agents.ios.contract import DTYPES
+from ondevice_farm_agents.ios.fakes import AppFiles
 
 #: executor output dtype -> the contract dtype it is written as (every float output as float32)
 _OUTPUT_DTYPES = {"float16": "float32", "float32": "float32", "float64": "float32", "int32": "int32"}
@@ -61,8 +61,8 @@ def _feeds(files: AppFiles, job: dict[str, Any], feature_names: list[str]) -> di
 
 def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     """The `ok` part of a result file for an `.mlpackage` job (raises JobMismatch, or anything)."""
-    from farm.compile.coreml.drift import _load_package_program
-    from farm.compile.coreml.executor import run_program
+    from ondevice_farm.compile.coreml.drift import _load_package_program
+    from ondevice_farm.compile.coreml.executor import run_program
 
     with tempfile.TemporaryDirectory(prefix="farm-standin-") as scratch:
         start = time.perf_counter()
@@ -116,7 +116,7 @@ def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _profiled_ops(program: Any, feeds: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    from farm.compile.coreml.executor import run_program
+    from ondevice_farm.compile.coreml.executor import run_program
 
     timed: list[tuple[str, str, float]] = []
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.base import DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
-from farm.errors import DeviceLostError, UsageError
+from ondevice_farm.errors import DeviceLostError, UsageError
+from ondevice_farm_agents.base import DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 
 PLATFORM = "simulated"
 PROFILE = "simulated"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from agents.simulated.agent import PLATFORM, PROFILE
-from farm.profiles import DeviceProfile
-from farm.targets import Target
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.simulated.agent import PLATFORM, PROFILE
 
 
 def simulated_profile() -> DeviceProfile:

@@ -2,7 +2,7 @@
 
 For every compared intermediate tensor, in graph order, the error of the target's value against
 the host reference's: max abs, relative error (||a - r|| / ||r||) and SNR. A layer *leaves
-tolerance* when its SNR falls below the target's SNR floor (`farm.analysis.numeric`), or when
+tolerance* when its SNR falls below the target's SNR floor (`ondevice_farm.analysis.numeric`), or when
 it holds inf/NaN where the reference is finite. The first such layer is where drift starts.
 
 Two ways to find it, and a curve says which it used:
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from farm.analysis.intermediates import LayerPoint
-from farm.analysis.numeric import MAX_SNR_DB
+from ondevice_farm.analysis.intermediates import LayerPoint
+from ondevice_farm.analysis.numeric import MAX_SNR_DB
 
 #: layers captured in one run before the search switches to bisection
 DEFAULT_LAYER_BUDGET = 512

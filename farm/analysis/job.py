@@ -8,16 +8,16 @@ from typing import Any
 
 import numpy as np
 
-from agents.base import DeviceRun, OpTiming, Thermal
-from farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
-from farm.analysis.sessions import sessions_document
-from farm.analysis.sustained import sustained_document
-from farm.analysis.topk import index_agreement, topk_agreement
-from farm.analysis.transfers import transfer_report
-from farm.compile.placement import CPU_PROVIDERS
-from farm.compile.report import CompiledArtifact
-from farm.errors import DeviceError
-from farm.targets import Target
+from ondevice_farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
+from ondevice_farm.analysis.sessions import sessions_document
+from ondevice_farm.analysis.sustained import sustained_document
+from ondevice_farm.analysis.topk import index_agreement, topk_agreement
+from ondevice_farm.analysis.transfers import transfer_report
+from ondevice_farm.compile.placement import CPU_PROVIDERS
+from ondevice_farm.compile.report import CompiledArtifact
+from ondevice_farm.errors import DeviceError
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import DeviceRun, OpTiming, Thermal
 
 BYTES_PER_MB = 1024 * 1024
 #: trace event args worth keeping; ORT adds per-thread scheduling stats we do not use

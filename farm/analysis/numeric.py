@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.analysis.tolerance import DEFAULT_TOLERANCES, Tolerance, default_tolerance
+from ondevice_farm.analysis.tolerance import DEFAULT_TOLERANCES, Tolerance, default_tolerance
 
 __all__ = [
     "MAX_SNR_DB",

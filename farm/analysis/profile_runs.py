@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agents.base import DeviceRun
-from farm.analysis.ort_profile import node_events, op_timings
+from ondevice_farm.analysis.ort_profile import node_events, op_timings
+from ondevice_farm_agents.base import DeviceRun
 
 RUN_EVENT = "model_run"
 #: runs left out of per-op means: the first, which warms the session up

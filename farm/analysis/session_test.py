@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from farm.analysis.student_t import t_quantile, t_sf
+from ondevice_farm.analysis.student_t import t_quantile, t_sf
 
 #: runs of the series (the baseline included) needed before their run-to-run drift is estimated
 MIN_HISTORY_RUNS = 3

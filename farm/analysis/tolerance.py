@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from farm.errors import UsageError
-from farm.targets import Target
+from ondevice_farm.errors import UsageError
+from ondevice_farm.targets import Target
 
 #: the tolerance classes: what a target's arithmetic rounds to
 PRECISIONS = ("fp32", "fp16", "int8")

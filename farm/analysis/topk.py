@@ -1,7 +1,7 @@
 """Top-1/top-5 agreement of a classifier-like output with the reference.
 
 The job document keeps error metrics per output but not the outputs, so this is computed where
-the outputs still exist (`farm.analysis.job`, next to `compare_outputs`) and stored under
+the outputs still exist (`ondevice_farm.analysis.job`, next to `compare_outputs`) and stored under
 `reference.outputs[name].topk`; the report reads it from there."""
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import OpTiming
-from farm.compile.placement import CPU_PROVIDERS, Placement
+from ondevice_farm.compile.placement import CPU_PROVIDERS, Placement
+from ondevice_farm_agents.base import OpTiming
 
 COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from agents.base import AgentSettings
-from farm.cli.context import CliState, handles_errors
-from farm.profiles import DeviceProfile
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.base import AgentSettings
 
 #: `FARM_SIMULATED_DEVICES=N`: serve N simulated units (scheduler load tests; never by default)
 SIMULATED_ENV = "FARM_SIMULATED_DEVICES"
@@ -29,7 +29,7 @@ def fleet_settings(
     settings = state.agent_settings(profiles, adb)
     count = simulated if simulated is not None else os.environ.get(SIMULATED_ENV)
     if count is not None and str(count) not in ("", "0"):
-        from agents.simulated.profile import with_simulated
+        from ondevice_farm_agents.simulated.profile import with_simulated
 
         profiles = with_simulated(profiles)
         extra = {**settings.extra, "simulated_units": str(count)}
@@ -39,7 +39,7 @@ def fleet_settings(
 
 def log_to_stderr() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger("farm.controller").setLevel(logging.INFO)
+    logging.getLogger("ondevice_farm.controller").setLevel(logging.INFO)
 
 
 def stop_on_signals() -> threading.Event:
@@ -79,9 +79,9 @@ def agent(
     simulated: int | None,
 ) -> None:
     """Join the Ray cluster and serve this host's devices to the farm controller until stopped."""
-    from farm.controller.cluster import ClusterConfig, ray_cluster
-    from farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms, find_fleet
-    from farm.errors import UsageError
+    from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
+    from ondevice_farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms, find_fleet
+    from ondevice_farm.errors import UsageError
 
     address = address or os.environ.get("RAY_ADDRESS")
     if not address:

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.context import CliState, handles_errors
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from farm.preflight import Prediction
+    from ondevice_farm.preflight import Prediction
 
 DEFAULT_CHECK_TARGETS = "ort/nnapi,ort/xnnpack,ort/qnn,coreml/ane"
 
@@ -37,8 +37,8 @@ GRAPH_LABELS = {"model": "model", "ort-basic": "ORT basic"}
 def check(state: CliState, model: Path, targets: str, as_json: bool) -> None:
     """Pre-flight: predict, from documented operator support, which ops fall back to the CPU."""
     del state
-    from farm.preflight import predict
-    from farm.targets import parse_targets
+    from ondevice_farm.preflight import predict
+    from ondevice_farm.targets import parse_targets
 
     parsed = parse_targets(targets) or []
     predictions = predict(model, parsed)
@@ -47,7 +47,7 @@ def check(state: CliState, model: Path, targets: str, as_json: bool) -> None:
             json.dumps({"model": str(model), "targets": [p.to_dict() for p in predictions]}) + "\n"
         )
         return
-    from farm.reports.terminal import stdout_console
+    from ondevice_farm.reports.terminal import stdout_console
 
     print_predictions(model, predictions, stdout_console())
 

@@ -10,13 +10,13 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from farm.cli.context import CliState, handles_errors
-from farm.compile.placement import short_provider
-from farm.config import DEFAULT_SEED
-from farm.errors import FarmError, UsageError
-from farm.inputs import parse_shapes, resolve_shapes
-from farm.reports.terminal import stdout_console
-from farm.targets import Target, parse_targets, with_torch_routes
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.compile.placement import short_provider
+from ondevice_farm.config import DEFAULT_SEED
+from ondevice_farm.errors import FarmError, UsageError
+from ondevice_farm.inputs import parse_shapes, resolve_shapes
+from ondevice_farm.reports.terminal import stdout_console
+from ondevice_farm.targets import Target, parse_targets, with_torch_routes
 
 
 @click.command("compile")
@@ -58,12 +58,12 @@ def compile_command(
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) for each target and print what the
     compiler did. From a checkpoint, each coreml/* target is compiled by both routes, side by side."""
-    from farm.artifacts import ArtifactStore
-    from farm.compile import compile_for_target
-    from farm.compile.coreml.routes import route_pairs
-    from farm.compile.report import CompiledArtifact
-    from farm.model import inspect_model
-    from farm.torch_source.checkpoint import is_torch_checkpoint
+    from ondevice_farm.artifacts import ArtifactStore
+    from ondevice_farm.compile import compile_for_target
+    from ondevice_farm.compile.coreml.routes import route_pairs
+    from ondevice_farm.compile.report import CompiledArtifact
+    from ondevice_farm.model import inspect_model
+    from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
     wanted = parse_targets(targets)
     if not wanted:
@@ -72,7 +72,7 @@ def compile_command(
     source = None
     asked = set(wanted)
     if is_torch_checkpoint(model):
-        from farm.torch_source.ingest import ingest_torch
+        from ondevice_farm.torch_source.ingest import ingest_torch
 
         source = ingest_torch(
             model,
@@ -142,8 +142,8 @@ def compile_command(
 
 
 def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], routes: dict[str, Any]) -> None:
-    from farm.compile.precision import describe as describe_precision
-    from farm.reports.routes import print_routes, print_source
+    from ondevice_farm.compile.precision import describe as describe_precision
+    from ondevice_farm.reports.routes import print_routes, print_source
 
     console = stdout_console()
     if "source" in model_doc:

@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 
 import click
 
-from agents.base import AgentSettings
-from farm.config import FarmHome, default_home
-from farm.errors import FarmError
-from farm.profiles import DEFAULT_PROFILES_DIR, DeviceProfile, load_profiles
-from farm.store_sql import StoreLocation, is_postgres_url
+from ondevice_farm.config import FarmHome, default_home
+from ondevice_farm.errors import FarmError
+from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, DeviceProfile, load_profiles
+from ondevice_farm.store_sql import StoreLocation, is_postgres_url
+from ondevice_farm_agents.base import AgentSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -10,14 +10,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from farm.cli.context import CliState, handles_errors
-from farm.errors import FarmError
-from farm.reports.terminal import stdout_console
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.errors import FarmError
+from ondevice_farm.reports.terminal import stdout_console
 
 
 def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[str]]:
     """Discovery runs in this process: listing units needs no Ray."""
-    from agents.registry import AGENTS, agent_class
+    from ondevice_farm_agents.registry import AGENTS, agent_class
 
     profiles = state.profiles()
     settings = state.agent_settings(profiles, adb)
@@ -48,8 +48,8 @@ def _discover(state: CliState, adb: tuple[str, ...]) -> tuple[list[dict[str, Any
 
 def _fleet_units(state: CliState, address: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Every unit the controller at `address` knows, on every host, with whether it is up and busy."""
-    from farm.controller.client import fleet_client
-    from farm.controller.cluster import ClusterConfig
+    from ondevice_farm.controller.client import fleet_client
+    from ondevice_farm.controller.cluster import ClusterConfig
 
     profiles = state.profiles()
     with fleet_client(ClusterConfig(address=address), state.agent_settings(profiles), profiles, ()) as client:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from farm.analysis.divergence import DEFAULT_LAYER_BUDGET
-from farm.cli.context import CliState, handles_errors
-from farm.cli.layers import layer_request, print_layers
-from farm.cli.output import json_default
+from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.layers import layer_request, print_layers
+from ondevice_farm.cli.output import json_default
 
 
 @click.command("diverge")
@@ -55,8 +55,8 @@ def diverge(
 ) -> None:
     """Per-layer error against the host reference for each job of RUN, and the first layer out of
     tolerance: measured for host jobs, predicted for CoreML and fp16 phone jobs."""
-    from farm.cli.runs import load_run, open_store
-    from farm.reports.document import build_report
+    from ondevice_farm.cli.runs import load_run, open_store
+    from ondevice_farm.reports.document import build_report
 
     with open_store(state) as store:
         run = load_run(store, run_id)
@@ -68,7 +68,7 @@ def diverge(
         layers=layer_request(state, budget, predict),
     )
     if html_path is not None:
-        from farm.reports.html import render_report
+        from ondevice_farm.reports.html import render_report
 
         html_path.parent.mkdir(parents=True, exist_ok=True)
         html_path.write_text(render_report(built), encoding="utf-8")
@@ -76,7 +76,7 @@ def diverge(
     if as_json:
         sys.stdout.write(json.dumps({"run_id": run["run_id"], **layers}, default=json_default) + "\n")
         return
-    from farm.reports.terminal import stdout_console
+    from ondevice_farm.reports.terminal import stdout_console
 
     console = stdout_console()
     console.print(f"[bold]run {run['run_id']}[/bold]: where each job leaves the reference")

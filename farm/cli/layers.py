@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from farm.cli.context import CliState
-from farm.errors import UsageError
+from ondevice_farm.cli.context import CliState
+from ondevice_farm.errors import UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from farm.analysis.divergence import DivergenceCurve
-    from farm.reports.document import LayerRequest
+    from ondevice_farm.analysis.divergence import DivergenceCurve
+    from ondevice_farm.reports.document import LayerRequest
 
 #: ONNX Runtime accelerators that may compute in fp16, predicted as fp16 storage on the host
 FP16_ORT_TARGETS = ("ort/nnapi", "ort/xnnpack", "ort/qnn", "ort/cuda")
@@ -20,8 +20,8 @@ TERMINAL_ROWS = 8
 
 
 def layer_request(state: CliState, budget: int, predict: str | None = None) -> LayerRequest:
-    from farm.reports.document import LayerRequest
-    from farm.targets import parse_targets
+    from ondevice_farm.reports.document import LayerRequest
+    from ondevice_farm.targets import parse_targets
 
     targets = tuple(t.name for t in parse_targets(predict) or [])
     wrong = [t for t in targets if not (t.startswith("coreml/") or t in FP16_ORT_TARGETS)]

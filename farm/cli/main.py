@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from farm.cli.context import CliState
-from farm.errors import DISTRIBUTION
+from ondevice_farm.cli.context import CliState
+from ondevice_farm.errors import DISTRIBUTION
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +33,7 @@ def cli(
 
 
 def _register() -> None:
-    from farm.cli import compile_cmd, devices, runs, submit
+    from ondevice_farm.cli import compile_cmd, devices, runs, submit
 
     cli.add_command(submit.submit)
     cli.add_command(devices.devices)
@@ -41,13 +41,13 @@ def _register() -> None:
     cli.add_command(runs.show)
     cli.add_command(compile_cmd.compile_command)
 
-    from farm.cli import check, diverge, report
+    from ondevice_farm.cli import check, diverge, report
 
     cli.add_command(report.report)
     cli.add_command(diverge.diverge)
     cli.add_command(check.check)
 
-    from farm.cli import agent, nightly, serve
+    from ondevice_farm.cli import agent, nightly, serve
 
     cli.add_command(agent.agent)
     cli.add_command(serve.serve)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from farm.cli.agent import fleet_settings
-from farm.cli.context import CliState, handles_errors
-from farm.cli.output import json_default
-from farm.cli.submit import StderrProgress
-from farm.errors import UsageError
+from ondevice_farm.cli.agent import fleet_settings
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.output import json_default
+from ondevice_farm.cli.submit import StderrProgress
+from ondevice_farm.errors import UsageError
 
 #: `farm nightly` exits with this when a job regressed against the baseline
 EXIT_REGRESSION = 1
@@ -52,10 +52,10 @@ def nightly(
     as_json: bool,
 ) -> None:
     """Run the suite SUITE (YAML: models x devices x targets) and report regressions."""
-    from farm.controller.cluster import ClusterConfig
-    from farm.nightly.report import print_summary
-    from farm.nightly.run import run_nightly
-    from farm.nightly.suite import load_suite
+    from ondevice_farm.controller.cluster import ClusterConfig
+    from ondevice_farm.nightly.report import print_summary
+    from ondevice_farm.nightly.run import run_nightly
+    from ondevice_farm.nightly.suite import load_suite
 
     if html_path is not None and not html_path.parent.is_dir():
         raise UsageError(f"--html {html_path}: no folder {html_path.parent}")
@@ -72,11 +72,11 @@ def nightly(
         store_location=state.store,
     )
     if pushgateway:
-        from farm.metrics.pushgateway import push_run_summary
+        from ondevice_farm.metrics.pushgateway import push_run_summary
 
         push_run_summary(pushgateway, result.run, result.run["jobs"])
     if html_path is not None:
-        from farm.nightly.html import render_nightly
+        from ondevice_farm.nightly.html import render_nightly
 
         html_path.write_text(render_nightly(result.run, result.comparison))
     if as_json:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from farm.analysis.divergence import DEFAULT_LAYER_BUDGET
-from farm.cli.context import CliState, handles_errors
-from farm.cli.layers import layer_request, print_layers
-from farm.cli.output import json_default
+from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.layers import layer_request, print_layers
+from ondevice_farm.cli.output import json_default
 
 
 @click.command("report")
@@ -73,8 +73,8 @@ def report(
     address: str | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
-    from farm.cli.runs import load_run, open_store
-    from farm.reports.document import build_report
+    from ondevice_farm.cli.runs import load_run, open_store
+    from ondevice_farm.reports.document import build_report
 
     with open_store(state, address) as store:
         run = load_run(store, run_id)
@@ -87,27 +87,27 @@ def report(
         layers=layer_request(state, layers_budget, predict) if layers or predict else None,
     )
     if html_path is not None:
-        from farm.reports.html import render_report
+        from ondevice_farm.reports.html import render_report
 
         html_path.parent.mkdir(parents=True, exist_ok=True)
         html_path.write_text(render_report(built), encoding="utf-8")
     written: list[Path] = []
     if trace_dir is not None:
-        from farm.reports.trace import write_traces
+        from ondevice_farm.reports.trace import write_traces
 
         written = write_traces(list(run["jobs"]) + list((against or {}).get("jobs") or []), trace_dir)
     if as_json:
         sys.stdout.write(json.dumps(built.to_dict(), default=json_default) + "\n")
         return
-    from farm.reports.side_by_side import side_by_side_table
-    from farm.reports.terminal import stdout_console
+    from ondevice_farm.reports.side_by_side import side_by_side_table
+    from ondevice_farm.reports.terminal import stdout_console
 
     console = stdout_console()
     console.print(f"[bold]run {run['run_id']}[/bold]" + (f" against {against['run_id']}" if against else ""))
     console.print(side_by_side_table(built.columns))
     source = (run.get("model") or {}).get("source")
     if source:
-        from farm.reports.routes import print_source, routes_table
+        from ondevice_farm.reports.routes import print_source, routes_table
 
         print_source(console, source)
         if "error" in (source.get("routes") or {}):

@@ -13,12 +13,12 @@ from typing import Any
 import click
 from rich.table import Table
 
-from farm.cli.context import CliState, handles_errors
-from farm.controller.results import RunStore
-from farm.errors import UsageError
-from farm.reports.fit import fit_table
-from farm.reports.terminal import stdout_console
-from farm.store import ResultsStore, store_exists
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.controller.results import RunStore
+from ondevice_farm.errors import UsageError
+from ondevice_farm.reports.fit import fit_table
+from ondevice_farm.reports.terminal import stdout_console
+from ondevice_farm.store import ResultsStore, store_exists
 
 ADDRESS_HELP = "Read the fleet's store through the controller (`farm serve`) on this Ray cluster."
 
@@ -29,9 +29,9 @@ def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore
     else the local one, where a missing file is the user's "nothing run yet", not a new file."""
     address = address or os.environ.get("RAY_ADDRESS") or None
     if address is not None:
-        from farm.controller.cluster import ClusterConfig, ray_cluster
-        from farm.controller.node_agent import find_fleet
-        from farm.controller.results import ControllerStore
+        from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
+        from ondevice_farm.controller.node_agent import find_fleet
+        from ondevice_farm.controller.results import ControllerStore
 
         with ray_cluster(ClusterConfig(address=address)):
             yield ControllerStore(find_fleet())
@@ -118,7 +118,7 @@ def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> Non
 @handles_errors
 def show(state: CliState, run_id: str, address: str | None, as_json: bool, wide: bool) -> None:
     """Show one stored run (an id, a unique prefix of one, or `latest`)."""
-    from farm.reports.terminal import print_run
+    from ondevice_farm.reports.terminal import print_run
 
     with open_store(state, address) as store:
         document = load_run(store, run_id)

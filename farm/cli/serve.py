@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
-from farm.cli.context import CliState, handles_errors
-from farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
-from farm.controller.ray_auth import submitter_instructions
+from ondevice_farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
+from ondevice_farm.controller.ray_auth import submitter_instructions
 
 STATUS_EVERY_S = 60.0
 
@@ -20,10 +20,10 @@ STATUS_EVERY_S = 60.0
 def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
     import ray
 
-    from farm.controller.cluster import RAY_NAMESPACE
-    from farm.controller.fleet import FLEET_ACTOR_NAME, fleet_actor_class
-    from farm.controller.node_agent import node_strategy
-    from farm.errors import SchedulingError
+    from ondevice_farm.controller.cluster import RAY_NAMESPACE
+    from ondevice_farm.controller.fleet import FLEET_ACTOR_NAME, fleet_actor_class
+    from ondevice_farm.controller.node_agent import node_strategy
+    from ondevice_farm.errors import SchedulingError
 
     try:
         ray.get_actor(FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE)
@@ -80,11 +80,11 @@ def serve(
     """Run the farm controller: the device registry, the job queue, /metrics."""
     import ray
 
-    from farm.controller.client import FleetStateClient
-    from farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
-    from farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
-    from farm.controller.recording import interrupt_orphans
-    from farm.store import ResultsStore
+    from ondevice_farm.controller.client import FleetStateClient
+    from ondevice_farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
+    from ondevice_farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
+    from ondevice_farm.controller.recording import interrupt_orphans
+    from ondevice_farm.store import ResultsStore
 
     address = address or os.environ.get("RAY_ADDRESS") or None
     profiles, settings = fleet_settings(state, (), simulated)
@@ -113,8 +113,8 @@ def serve(
             )
         metrics = None
         if metrics_port is not None:
-            from farm.metrics.server import start_metrics_server
-            from farm.reports.web import RUNS_PATH, reports_app
+            from ondevice_farm.metrics.server import start_metrics_server
+            from ondevice_farm.reports.web import RUNS_PATH, reports_app
 
             metrics = start_metrics_server(
                 location,

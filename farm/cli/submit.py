@@ -11,17 +11,17 @@ from typing import Any
 import click
 from rich.console import Console
 
-from agents.base import DEFAULT_SUSTAINED_WINDOW_S
-from farm.analysis.reference_state import FAILED, reference_state
-from farm.analysis.tolerance import parse_tolerance
-from farm.cli.context import CliState, handles_errors
-from farm.cli.output import json_default
-from farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
-from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
-from farm.durations import parse_duration_s
-from farm.errors import ReferenceCheckError
-from farm.inputs import parse_shapes
-from farm.targets import parse_targets
+from ondevice_farm.analysis.reference_state import FAILED, reference_state
+from ondevice_farm.analysis.tolerance import parse_tolerance
+from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.output import json_default
+from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from ondevice_farm.durations import parse_duration_s
+from ondevice_farm.errors import ReferenceCheckError
+from ondevice_farm.inputs import parse_shapes
+from ondevice_farm.targets import parse_targets
+from ondevice_farm_agents.base import DEFAULT_SUSTAINED_WINDOW_S
 
 
 class StderrProgress:
@@ -181,10 +181,10 @@ def submit(
     wide: bool,
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
-    from farm.controller.cluster import ClusterConfig
-    from farm.controller.pipeline import SubmitRequest
-    from farm.controller.pipeline import submit as run_submit
-    from farm.reports.terminal import print_run
+    from ondevice_farm.controller.cluster import ClusterConfig
+    from ondevice_farm.controller.pipeline import SubmitRequest
+    from ondevice_farm.controller.pipeline import submit as run_submit
+    from ondevice_farm.reports.terminal import print_run
 
     request = SubmitRequest(
         model_path=model,
@@ -207,7 +207,7 @@ def submit(
         sustained_s=parse_duration_s(sustained) if sustained else 0.0,
         sustained_window_s=sustained_window_s,
     )
-    from farm.cli.agent import fleet_settings
+    from ondevice_farm.cli.agent import fleet_settings
 
     profiles, settings = fleet_settings(state, adb)
     document = run_submit(

@@ -1,4 +1,4 @@
-"""Compile one model for one target. ONNX Runtime here; CoreML in `farm.compile.coreml`.
+"""Compile one model for one target. ONNX Runtime here; CoreML in `ondevice_farm.compile.coreml`.
 
 `coreml-torch/*` targets compile the PyTorch checkpoint itself (`source`), not its ONNX export.
 """
@@ -9,14 +9,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from farm.artifacts import ArtifactStore
-from farm.compile.io_names import save_io_names
-from farm.compile.report import CompiledArtifact
-from farm.errors import UsageError, install_hint
-from farm.targets import Target
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile.io_names import save_io_names
+from ondevice_farm.compile.report import CompiledArtifact
+from ondevice_farm.errors import UsageError, install_hint
+from ondevice_farm.targets import Target
 
 if TYPE_CHECKING:
-    from farm.torch_source.checkpoint import TorchCheckpoint
+    from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 
 
 def compile_for_target(
@@ -32,12 +32,12 @@ def compile_for_target(
     if target.route == "torch":
         return _compile_torch_route(target, store, source, input_shapes or {}, coreml_precision)
     if target.runtime == "ort":
-        from farm.compile.ort import compile_ort
+        from ondevice_farm.compile.ort import compile_ort
 
         return compile_ort(model_path, target, store)
     if target.runtime == "coreml":
         try:
-            from farm.compile.coreml import compile_coreml
+            from ondevice_farm.compile.coreml import compile_coreml
         except ImportError as exc:
             raise UsageError(f"{target} needs coremltools ({exc})", hint=install_hint("coreml")) from None
         with tempfile.TemporaryDirectory(prefix="farm-coreml-") as tmp:
@@ -71,9 +71,11 @@ def _compile_torch_route(
             hint="pass the .pt2/.pt checkpoint, or use the ONNX route's coreml/* targets",
         )
     try:
-        from farm.compile.coreml.torch_route import compile_coreml_torch
+        from ondevice_farm.compile.coreml.torch_route import compile_coreml_torch
     except ImportError as exc:
-        raise UsageError(f"{target} needs coremltools ({exc})", hint="pip install 'farm[coreml]'") from None
+        raise UsageError(
+            f"{target} needs coremltools ({exc})", hint="pip install 'ondevice-farm[coreml]'"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="farm-coreml-torch-") as tmp:
         built = compile_coreml_torch(source, target, Path(tmp), input_shapes, precision=precision)
         sha, path = store.put(built.path, built.path.name)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.errors import ModelError
+from ondevice_farm.errors import ModelError
 
 #: the map's file beside an artifact: `model.mlpackage` -> `model.mlpackage.io.json`
 SIDECAR_SUFFIX = ".io.json"

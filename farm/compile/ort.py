@@ -18,12 +18,12 @@ from pathlib import Path
 
 import onnx
 
-from farm.artifacts import ArtifactStore
-from farm.compile.placement import Placement, placement_from_assignment
-from farm.compile.precision import ort_op_precision, source_op_precision
-from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
-from farm.errors import CompileError
-from farm.targets import Target
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile.placement import Placement, placement_from_assignment
+from ondevice_farm.compile.precision import ort_op_precision, source_op_precision
+from ondevice_farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
+from ondevice_farm.errors import CompileError
+from ondevice_farm.targets import Target
 
 SHIPPED_LEVEL = {"cpu": "extended", "cuda": "extended"}
 QUIET_LOG_SEVERITY = 3

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.targets import Target
+from ondevice_farm.targets import Target
 
 CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "CPU"})
 

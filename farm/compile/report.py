@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.compile.io_names import IoNameMap
-from farm.targets import Target
+from ondevice_farm.compile.io_names import IoNameMap
+from ondevice_farm.targets import Target
 
 
 @dataclass(frozen=True)

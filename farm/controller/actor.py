@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
-from agents.registry import agent_class
-from agents.repeats import run_repeats
-from farm.artifacts import ShippedArtifact, unpack_artifact
-from farm.errors import DeviceError
+from ondevice_farm.artifacts import ShippedArtifact, unpack_artifact
+from ondevice_farm.errors import DeviceError
+from ondevice_farm_agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
+from ondevice_farm_agents.registry import agent_class
+from ondevice_farm_agents.repeats import run_repeats
 
 #: a host's own unit takes its serial from this setting (FARM_AGENT_HOST_SERIAL) when set, so
 #: several nodes on one machine, or hosts with one hostname, still have distinct units

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.base import AgentSettings
-from farm.controller.cluster import ClusterConfig, ray_cluster
-from farm.controller.fleet import JobEvent
-from farm.controller.queue import JobSpec
-from farm.controller.ray_errors import to_farm_error
-from farm.controller.selection import DeviceSelector
-from farm.errors import FarmError, SchedulingError
-from farm.profiles import DeviceProfile
+from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
+from ondevice_farm.controller.fleet import JobEvent
+from ondevice_farm.controller.queue import JobSpec
+from ondevice_farm.controller.ray_errors import to_farm_error
+from ondevice_farm.controller.selection import DeviceSelector
+from ondevice_farm.errors import FarmError, SchedulingError
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.base import AgentSettings
 
 #: how long one long-poll of the fleet waits for events before asking again
 POLL_S = 1.0
@@ -70,7 +70,7 @@ class FleetClient:
         directory (`.mlpackage`) as one archive; the node checks the tree's sha256 on arrival."""
         import ray
 
-        from farm.artifacts import pack_artifact, sha256_path, tree_size_bytes
+        from ondevice_farm.artifacts import pack_artifact, sha256_path, tree_size_bytes
 
         if self.embedded or not path.exists() or tree_size_bytes(path) > MAX_SHIPPED_BYTES:
             return None
@@ -127,14 +127,14 @@ def fleet_client(
     """The fleet at `cluster.address`, or an embedded one serving this host's `platforms`."""
     with ray_cluster(cluster):
         if cluster.address is not None:
-            from farm.controller.node_agent import find_fleet
+            from ondevice_farm.controller.node_agent import find_fleet
 
             yield FleetClient(fleet=find_fleet(), embedded=False)
             return
         import ray
 
-        from farm.controller.fleet import fleet_actor_class
-        from farm.controller.node_agent import NodeAgent, NodeAgentConfig, node_strategy
+        from ondevice_farm.controller.fleet import fleet_actor_class
+        from ondevice_farm.controller.node_agent import NodeAgent, NodeAgentConfig, node_strategy
 
         agent = NodeAgent(NodeAgentConfig(platforms=platforms), settings, profiles)
         fleet = fleet_actor_class().options(scheduling_strategy=node_strategy(agent.node_id)).remote()
@@ -147,7 +147,7 @@ def fleet_client(
 
 
 class FleetStateClient:
-    """The fleet's `FleetSnapshot` for the metrics exporter (`farm.metrics.fleet_state`)."""
+    """The fleet's `FleetSnapshot` for the metrics exporter (`ondevice_farm.metrics.fleet_state`)."""
 
     def __init__(self, fleet: Any, timeout_s: float = 2.0) -> None:
         self.fleet = fleet
@@ -156,7 +156,7 @@ class FleetStateClient:
     def snapshot(self) -> Any:
         import ray
 
-        from farm.metrics.fleet_state import FleetSnapshot
+        from ondevice_farm.metrics.fleet_state import FleetSnapshot
 
         try:
             return ray.get(self.fleet.snapshot.remote(), timeout=self.timeout_s)

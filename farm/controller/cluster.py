@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.controller.watchdog import Watchdog
-from farm.errors import SchedulingError
+from ondevice_farm.controller.watchdog import Watchdog
+from ondevice_farm.errors import SchedulingError
 
 #: the embedded Ray's object store: small, results are small and the host has other work to do
 DEFAULT_OBJECT_STORE_BYTES = 256 * 1024 * 1024
@@ -90,7 +90,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def _init(config: ClusterConfig) -> None:
     import ray
 
-    from farm.controller.ray_auth import check_head_accepts, ensure_local_token, use_local_token
+    from ondevice_farm.controller.ray_auth import check_head_accepts, ensure_local_token, use_local_token
 
     kwargs: dict[str, Any] = {
         "namespace": RAY_NAMESPACE,

@@ -20,11 +20,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import DeviceRun, DeviceUnit
-from farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
-from farm.controller.ray_errors import is_retryable, to_farm_error
-from farm.controller.results import ControllerResults
-from farm.errors import FarmError, SchedulingError
+from ondevice_farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
+from ondevice_farm.controller.ray_errors import is_retryable, to_farm_error
+from ondevice_farm.controller.results import ControllerResults
+from ondevice_farm.errors import FarmError, SchedulingError
+from ondevice_farm_agents.base import DeviceRun, DeviceUnit
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class FleetActorImpl:
         if store_location is not None:
             from pathlib import Path
 
-            from farm.store_sql import is_postgres_url
+            from ondevice_farm.store_sql import is_postgres_url
 
             self.results = ControllerResults(
                 store_location if is_postgres_url(store_location) else Path(store_location)
@@ -131,7 +131,7 @@ class FleetActorImpl:
         ]
 
     async def snapshot(self) -> Any:
-        from farm.metrics.fleet_state import FleetSnapshot, UnitState
+        from ondevice_farm.metrics.fleet_state import FleetSnapshot, UnitState
 
         devices = tuple(
             UnitState(device=s.unit.profile, unit=s.unit.serial, up=s.up, busy=s.running is not None)
@@ -156,7 +156,7 @@ class FleetActorImpl:
     # -- submitters ----------------------------------------------------------------------
 
     async def store_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A submitter's read or write of the controller's store (`farm.controller.results`)."""
+        """A submitter's read or write of the controller's store (`ondevice_farm.controller.results`)."""
         if self.results is None:
             raise SchedulingError(
                 "this controller keeps no results store", hint="submit without --address, or use `farm serve`"

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.base import AgentSettings, DeviceUnit
-from agents.registry import AGENTS
-from farm.controller.fleet import UnitEntry
-from farm.errors import FarmError, SchedulingError
-from farm.profiles import DeviceProfile
+from ondevice_farm.controller.fleet import UnitEntry
+from ondevice_farm.errors import FarmError, SchedulingError
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.base import AgentSettings, DeviceUnit
+from ondevice_farm_agents.registry import AGENTS
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class NodeAgent:
         self.errors: dict[str, str] = {}
 
     def discover(self) -> list[DeviceUnit]:
-        from farm.controller.actor import discover_units
+        from ondevice_farm.controller.actor import discover_units
 
         found: list[DeviceUnit] = []
         for platform in self.config.platforms:
@@ -78,7 +78,7 @@ class NodeAgent:
         """Actors for the units attached now; actors of vanished units are stopped."""
         import ray
 
-        from farm.controller.actor import device_actor_class
+        from ondevice_farm.controller.actor import device_actor_class
 
         units = {u.name: u for u in self.discover()}
         for name in [n for n in self.actors if n not in units]:
@@ -128,8 +128,8 @@ def find_fleet() -> Any:
     """The running fleet actor, or a SchedulingError that says how to start one."""
     import ray
 
-    from farm.controller.cluster import RAY_NAMESPACE
-    from farm.controller.fleet import FLEET_ACTOR_NAME
+    from ondevice_farm.controller.cluster import RAY_NAMESPACE
+    from ondevice_farm.controller.fleet import FLEET_ACTOR_NAME
 
     try:
         return ray.get_actor(FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE)

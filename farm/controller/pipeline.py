@@ -18,32 +18,43 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from agents.base import DEFAULT_JOB_TIMEOUT_S, DEFAULT_SUSTAINED_WINDOW_S, AgentSettings, RunRequest
-from farm.analysis.job import failed_document, job_document
-from farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
-from farm.artifacts import ArtifactStore
-from farm.compile import compile_for_target
-from farm.compile.report import CompiledArtifact
-from farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS, FarmHome
-from farm.controller.client import FleetClient, fleet_client
-from farm.controller.cluster import ClusterConfig
-from farm.controller.fleet import JobEvent
-from farm.controller.node_agent import default_platforms
-from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S, JobSpec
-from farm.controller.recording import RunRecorder, recorded_run
-from farm.controller.results import run_store
-from farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
-from farm.errors import FarmError, UsageError
-from farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
-from farm.model import ModelInfo, inspect_model
-from farm.profiles import DeviceProfile
-from farm.reference import check_reference_model, reference_model_entry, reference_outputs
-from farm.store import StoreLocation, new_run_id
-from farm.targets import Target
-from farm.torch_source.checkpoint import is_torch_checkpoint
+from ondevice_farm.analysis.job import failed_document, job_document
+from ondevice_farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile import compile_for_target
+from ondevice_farm.compile.report import CompiledArtifact
+from ondevice_farm.config import (
+    DEFAULT_REPEATS,
+    DEFAULT_SEED,
+    DEFAULT_TIMED_RUNS,
+    DEFAULT_WARMUP_RUNS,
+    FarmHome,
+)
+from ondevice_farm.controller.client import FleetClient, fleet_client
+from ondevice_farm.controller.cluster import ClusterConfig
+from ondevice_farm.controller.fleet import JobEvent
+from ondevice_farm.controller.node_agent import default_platforms
+from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S, JobSpec
+from ondevice_farm.controller.recording import RunRecorder, recorded_run
+from ondevice_farm.controller.results import run_store
+from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
+from ondevice_farm.errors import FarmError, UsageError
+from ondevice_farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
+from ondevice_farm.model import ModelInfo, inspect_model
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.reference import check_reference_model, reference_model_entry, reference_outputs
+from ondevice_farm.store import StoreLocation, new_run_id
+from ondevice_farm.targets import Target
+from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
+from ondevice_farm_agents.base import (
+    DEFAULT_JOB_TIMEOUT_S,
+    DEFAULT_SUSTAINED_WINDOW_S,
+    AgentSettings,
+    RunRequest,
+)
 
 if TYPE_CHECKING:
-    from farm.torch_source.ingest import TorchSource
+    from ondevice_farm.torch_source.ingest import TorchSource
 
 
 class Progress(Protocol):
@@ -117,7 +128,7 @@ class Prepared:
 
 
 def _ingest_torch(request: SubmitRequest) -> TorchSource:
-    from farm.torch_source.ingest import ingest_torch
+    from ondevice_farm.torch_source.ingest import ingest_torch
 
     cache = request.torch_cache or Path(tempfile.gettempdir()) / "farm-torch"
     return ingest_torch(
@@ -444,7 +455,7 @@ def submit(
 
 def _source_study(source: TorchSource, home: FarmHome, precision: str) -> dict[str, Any]:
     """The ONNX export against eager (measured) and both CoreML routes (predicted), for the report."""
-    from farm.torch_source.routes import export_check, route_study
+    from ondevice_farm.torch_source.routes import export_check, route_study
 
     onnx_outputs = reference_outputs(source.info.path, source.info.sha256, source.inputs, home.references)
     study: dict[str, Any] = {"export_check": export_check(source, onnx_outputs)}
@@ -453,5 +464,7 @@ def _source_study(source: TorchSource, home: FarmHome, precision: str) -> dict[s
     except FarmError as exc:  # the ONNX route cannot lower the export
         study["routes"] = {"error": exc.message}
     except ImportError as exc:  # no coremltools: the ORT targets run all the same
-        study["routes"] = {"error": f"CoreML routes need coremltools ({exc}); pip install 'farm[coreml]'"}
+        study["routes"] = {
+            "error": f"CoreML routes need coremltools ({exc}); pip install 'ondevice-farm[coreml]'"
+        }
     return study

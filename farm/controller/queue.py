@@ -15,8 +15,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import DeviceUnit, RunRequest
-from farm.controller.selection import DeviceSelector
+from ondevice_farm.controller.selection import DeviceSelector
+from ondevice_farm_agents.base import DeviceUnit, RunRequest
 
 DEFAULT_MAX_ATTEMPTS = 3
 #: how long a job may wait while no unit of its profile is up, before it fails

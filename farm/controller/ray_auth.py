@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from farm.errors import SchedulingError
+from ondevice_farm.errors import SchedulingError
 
 AUTH_MODE_VAR = "RAY_AUTH_MODE"
 TOKEN_PATH_VAR = "RAY_AUTH_TOKEN_PATH"

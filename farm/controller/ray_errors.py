@@ -8,7 +8,7 @@ the others mean the unit is gone, and the job may run again elsewhere.
 
 from __future__ import annotations
 
-from farm.errors import DeviceError, DeviceLostError, FarmError
+from ondevice_farm.errors import DeviceError, DeviceLostError, FarmError
 
 
 def to_farm_error(exc: BaseException) -> FarmError:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from farm.controller.results import RunStore
-from farm.store import ResultsStore
+from ondevice_farm.controller.results import RunStore
+from ondevice_farm.store import ResultsStore
 
 
 def controller_identity() -> dict[str, Any]:

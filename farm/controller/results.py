@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from farm.errors import FarmError, SchedulingError
-from farm.store import ResultsStore, RunRow, StoreLocation
+from ondevice_farm.errors import FarmError, SchedulingError
+from ondevice_farm.store import ResultsStore, RunRow, StoreLocation
 
 #: the store methods a submitter may call through the controller: what recording a run, reading
 #: runs back and a nightly's baseline need, and nothing that deletes
@@ -65,7 +65,7 @@ class ControllerResults:
         if method == "start_run":
             # The run is the controller's now: a restarted `farm serve` finds it "running" under
             # this (dead) process and marks it interrupted. The submitter is kept for the record.
-            from farm.controller.recording import controller_identity
+            from ondevice_farm.controller.recording import controller_identity
 
             run_id, kind, document = args[:3]
             submitter = document.get("controller")
@@ -97,7 +97,7 @@ class ControllerStore:
         except Exception as exc:
             from ray.exceptions import RayTaskError
 
-            from farm.controller.ray_errors import to_farm_error
+            from ondevice_farm.controller.ray_errors import to_farm_error
 
             if isinstance(exc, RayTaskError) and isinstance(exc.cause, FarmError):
                 raise exc.cause from None  # the store's own error (no such run, ...), as raised

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.base import DeviceUnit
-from farm.errors import UsageError
-from farm.profiles import DeviceProfile
-from farm.targets import Target
+from ondevice_farm.errors import UsageError
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import DeviceUnit
 
 
 @dataclass(frozen=True)

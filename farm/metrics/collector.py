@@ -19,10 +19,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from farm.errors import StoreError
-from farm.metrics.fleet_state import FleetSnapshot, FleetStateSource
-from farm.metrics.latest import JOB_PATHS, LatestResult, parse_latest
-from farm.store import ResultsStore, StoreLocation
+from ondevice_farm.errors import StoreError
+from ondevice_farm.metrics.fleet_state import FleetSnapshot, FleetStateSource
+from ondevice_farm.metrics.latest import JOB_PATHS, LatestResult, parse_latest
+from ondevice_farm.store import ResultsStore, StoreLocation
 
 #: farm_job_duration_seconds buckets: a host job takes a fraction of a second, a phone job minutes
 DEFAULT_DURATION_BUCKETS_S: tuple[float, ...] = (

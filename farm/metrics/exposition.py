@@ -22,9 +22,9 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from farm.metrics.collector import FarmCollector, StoreState, result_families
-from farm.metrics.fleet_state import FleetSnapshot
-from farm.metrics.latest import LatestResult
+from ondevice_farm.metrics.collector import FarmCollector, StoreState, result_families
+from ondevice_farm.metrics.fleet_state import FleetSnapshot
+from ondevice_farm.metrics.latest import LatestResult
 
 #: the classic text format, which every Prometheus 2.x and 3.x reads; the names are legacy-safe
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

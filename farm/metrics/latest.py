@@ -104,7 +104,7 @@ def _scaled(value: Any, factor: float) -> float | None:
 
 
 def _state(outputs: Any, passed: Any, status: Any) -> str | None:
-    """As `farm.analysis.reference_state` reads it, from the few fields a scrape pulls out."""
+    """As `ondevice_farm.analysis.reference_state` reads it, from the few fields a scrape pulls out."""
     if status in ("passed", "failed", "not_compared"):
         return str(status)
     if not isinstance(passed, bool):

@@ -15,9 +15,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
 
-from farm.analysis.reference_state import NOT_COMPARED, PASSED, reference_state
-from farm.errors import FarmError
-from farm.metrics.latest import LATENCY_QUANTILES, MS_PER_S
+from ondevice_farm.analysis.reference_state import NOT_COMPARED, PASSED, reference_state
+from ondevice_farm.errors import FarmError
+from ondevice_farm.metrics.latest import LATENCY_QUANTILES, MS_PER_S
 
 PUSH_JOB = "farm_nightly"
 DEFAULT_SUITE = "default"

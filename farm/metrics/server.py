@@ -1,7 +1,7 @@
 """`/metrics` over HTTP: what `farm serve` starts next to the controller.
 
 prometheus_client's threading WSGI server on a thread of its own, answering with the farm's
-collector only (never the process-global registry; `farm.metrics.exposition` says how it stays
+collector only (never the process-global registry; `ondevice_farm.metrics.exposition` says how it stays
 fast); bound to loopback unless the operator says otherwise (the metrics name devices and
 models, which is lab business).
 """
@@ -17,11 +17,11 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client.exposition import ThreadingWSGIServer
 
-from farm.errors import UsageError
-from farm.metrics.collector import FarmCollector
-from farm.metrics.exposition import CachedExposition
-from farm.metrics.fleet_state import FleetStateSource
-from farm.store_sql import StoreLocation
+from ondevice_farm.errors import UsageError
+from ondevice_farm.metrics.collector import FarmCollector
+from ondevice_farm.metrics.exposition import CachedExposition
+from ondevice_farm.metrics.fleet_state import FleetStateSource
+from ondevice_farm.store_sql import StoreLocation
 
 DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_METRICS_PORT = 9477

@@ -12,15 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.analysis.multiple import benjamini_hochberg
-from farm.analysis.regression import (
+from ondevice_farm.analysis.multiple import benjamini_hochberg
+from ondevice_farm.analysis.regression import (
     Finding,
     RegressionPolicy,
     compare_latency,
     numeric_findings,
     placement_findings,
 )
-from farm.analysis.session_test import (
+from ondevice_farm.analysis.session_test import (
     MIN_HISTORY_RUNS,
     LatencyCase,
     NotComparable,
@@ -28,7 +28,7 @@ from farm.analysis.session_test import (
     compare_cases,
     compare_sessions,
 )
-from farm.analysis.sessions import session_p50s
+from ondevice_farm.analysis.sessions import session_p50s
 
 Key = tuple[str, str, str]
 #: (run id, job document) of a job's earlier successful runs, oldest first

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from farm.nightly.compare import Comparison, JobComparison
-from farm.nightly.report import notes
+from ondevice_farm.nightly.compare import Comparison, JobComparison
+from ondevice_farm.nightly.report import notes
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }

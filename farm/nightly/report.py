@@ -11,8 +11,8 @@ import textwrap
 from rich.console import Console
 from rich.markup import escape
 
-from farm.nightly.compare import Comparison, JobComparison
-from farm.nightly.run import NightlyResult
+from ondevice_farm.nightly.compare import Comparison, JobComparison
+from ondevice_farm.nightly.run import NightlyResult
 
 WIDTH = 80
 MODEL_WIDTH = 20

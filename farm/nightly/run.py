@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.base import AgentSettings
-from farm.config import FarmHome
-from farm.controller.client import fleet_client
-from farm.controller.cluster import ClusterConfig
-from farm.controller.pipeline import (
+from ondevice_farm.config import FarmHome
+from ondevice_farm.controller.client import fleet_client
+from ondevice_farm.controller.cluster import ClusterConfig
+from ondevice_farm.controller.pipeline import (
     Progress,
     SilentProgress,
     SubmitRequest,
@@ -24,12 +23,13 @@ from farm.controller.pipeline import (
     run_document,
     run_planned,
 )
-from farm.controller.recording import recorded_run
-from farm.controller.results import RunStore, run_store
-from farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
-from farm.nightly.suite import Suite
-from farm.profiles import DeviceProfile
-from farm.store import StoreLocation, new_run_id
+from ondevice_farm.controller.recording import recorded_run
+from ondevice_farm.controller.results import RunStore, run_store
+from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
+from ondevice_farm.nightly.suite import Suite
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.store import StoreLocation, new_run_id
+from ondevice_farm_agents.base import AgentSettings
 
 
 @dataclass

@@ -9,13 +9,13 @@ from typing import Any
 
 import yaml
 
-from farm.analysis.regression import RegressionPolicy
-from farm.analysis.tolerance import ToleranceOverrides, parse_tolerance
-from farm.config import DEFAULT_SUITE_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
-from farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
-from farm.durations import parse_duration_s
-from farm.errors import UsageError
-from farm.targets import Target
+from ondevice_farm.analysis.regression import RegressionPolicy
+from ondevice_farm.analysis.tolerance import ToleranceOverrides, parse_tolerance
+from ondevice_farm.config import DEFAULT_SUITE_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from ondevice_farm.durations import parse_duration_s
+from ondevice_farm.errors import UsageError
+from ondevice_farm.targets import Target
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from farm.errors import ModelError
-from farm.preflight.support import COREML_LOWERING_SOURCE, OpSupport, support_for
-from farm.targets import Target
+from ondevice_farm.errors import ModelError
+from ondevice_farm.preflight.support import COREML_LOWERING_SOURCE, OpSupport, support_for
+from ondevice_farm.targets import Target
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def coreml_lowering_check(model_path: Path) -> list[Unsupported] | None:
     """Every node the farm's CoreML lowering refuses, with its reason (attributes and shapes
     included, not only the op type); None where that lowering is not installed here."""
     try:
-        from farm.compile.coreml.convert import (
+        from ondevice_farm.compile.coreml.convert import (
             CoreMLOptions,
             list_unsupported,
             prepare_graph,

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from farm.targets import Target
+from ondevice_farm.targets import Target
 
 #: ONNX Runtime backend -> data file
 ORT_SUPPORT_FILES = {"nnapi": "nnapi.yaml", "xnnpack": "xnnpack.yaml", "qnn": "qnn.yaml"}
@@ -34,7 +34,7 @@ class OpSupport:
 
 
 def _load(name: str) -> dict[str, Any]:
-    text = resources.files("farm.preflight").joinpath("data", name).read_text(encoding="utf-8")
+    text = resources.files("ondevice_farm.preflight").joinpath("data", name).read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise ValueError(f"{name}: not a mapping")
@@ -56,7 +56,7 @@ def coreml_support() -> OpSupport:
     """The farm's CoreML lowering table where it is installed (an op it cannot lower stops the
     compile), else ONNX Runtime's documented CoreML ML Program list as the nearest stand-in."""
     try:
-        from farm.compile.coreml.table import lowering_table
+        from ondevice_farm.compile.coreml.table import lowering_table
 
         ops = {op: "" for op in lowering_table()}
     except Exception:  # an engineer's module in progress or coremltools missing: degrade, do not fail

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.preflight.check import GraphNode, graph_nodes
-from farm.reports.compare import Column, backend_name
+from ondevice_farm.preflight.check import GraphNode, graph_nodes
+from ondevice_farm.reports.compare import Column, backend_name
 
 NAME_BOUNDARIES = frozenset("._:/-")
 #: ops that are kernels of their own: a vanished one is missing from the profile, not fused into

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.compile.placement import short_provider
+from ondevice_farm.compile.placement import short_provider
 
 #: how people write the backends whose provider names ONNX Runtime spells in CamelCase
 BACKEND_NAMES = {"nnapi": "NNAPI", "xnnpack": "XNNPACK", "qnn": "QNN", "coreml": "CoreML", "cuda": "CUDA"}

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from farm.analysis.divergence import DivergenceCurve
-from farm.reports.alignment import Alignment, SourceNode, align, source_nodes
-from farm.reports.compare import Column, Comparison, compare, fusion_differences
-from farm.reports.findings import Finding, find
-from farm.reports.findings.preflight import PreflightCheck, preflight_mismatch
+from ondevice_farm.analysis.divergence import DivergenceCurve
+from ondevice_farm.reports.alignment import Alignment, SourceNode, align, source_nodes
+from ondevice_farm.reports.compare import Column, Comparison, compare, fusion_differences
+from ondevice_farm.reports.findings import Finding, find
+from ondevice_farm.reports.findings.preflight import PreflightCheck, preflight_mismatch
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -115,7 +115,7 @@ def locate_model(
     """The source model of a run: the path given, else the one the run recorded if it still holds
     the same content, else a copy under its sha256 in the artifact store (the alignment needs the
     source graph)."""
-    from farm.artifacts import sha256_file
+    from ondevice_farm.artifacts import sha256_file
 
     if model_path is not None and model_path.is_file():
         return model_path
@@ -141,7 +141,7 @@ def _observed_cpu_nodes(alignment: Alignment, column: Column) -> list[str]:
 
 
 def _preflight(model: Path, alignment: Alignment, columns: list[Column]) -> list[PreflightCheck]:
-    from farm.preflight import predict
+    from ondevice_farm.preflight import predict
 
     checks = []
     accelerated = [c for c in columns if c.ok and not c.target.endswith("/cpu")]
@@ -179,7 +179,7 @@ def build_report(
     comparison = compare(run, against)
     model = locate_model(run, model_path, artifacts_root)
     if model is not None and predict_precision:
-        from farm.reports.prediction import PREDICTABLE, predicted_snr_db
+        from ondevice_farm.reports.prediction import PREDICTABLE, predicted_snr_db
 
         wanted = {c.precision for c in comparison.ok_columns if c.precision in PREDICTABLE}
         for precision in sorted(p for p in wanted if p is not None):
@@ -194,7 +194,7 @@ def build_report(
             report.layers = []
             report.layers_missing = {"run": "the source model is not found: pass --model"}
         else:
-            from farm.reports.layers import layer_curves
+            from ondevice_farm.reports.layers import layer_curves
 
             report.layers, report.layers_missing = layer_curves(
                 run,

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from farm.reports import html_layers, html_sustained
-from farm.reports import html_sections as sections
-from farm.reports.document import Report, build_report
-from farm.reports.html_sections import e
+from ondevice_farm.reports import html_layers, html_sustained
+from ondevice_farm.reports import html_sections as sections
+from ondevice_farm.reports.document import Report, build_report
+from ondevice_farm.reports.html_sections import e
 
 SORT_SCRIPT = """
 document.querySelectorAll('th[data-sort]').forEach(function (th) {
@@ -66,7 +66,7 @@ def render_report(report: Report) -> str:
             ("layers", "Where drift starts", html_layers.layers(report.layers, report.layers_missing)),
         )
     if model.get("source"):
-        from farm.reports.html_routes import routes_section
+        from ondevice_farm.reports.html_routes import routes_section
 
         parts.insert(2, ("routes", "One checkpoint, two CoreML routes", routes_section(model["source"])))
     nav = "".join(f'<a href="#{anchor}">{e(name)}</a>' for anchor, name, _ in parts)
@@ -97,7 +97,7 @@ def render_html(
     *,
     predict_precision: bool = True,
 ) -> str:
-    """The HTML report of a stored run (`farm.cli.runs.load_run`), optionally against a second run.
+    """The HTML report of a stored run (`ondevice_farm.cli.runs.load_run`), optionally against a second run.
 
     `predict_precision=False` skips the host fp16 prediction (seconds per report; a server may
     prefer to render without it)."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.analysis.divergence import DivergenceCurve
-from farm.reports.html_sections import _num, _table, e
-from farm.reports.svg_layers import layer_error_plot
+from ondevice_farm.analysis.divergence import DivergenceCurve
+from ondevice_farm.reports.html_sections import _num, _table, e
+from ondevice_farm.reports.svg_layers import layer_error_plot
 
 #: layers in each job's table: around the first divergent one, else the lowest-SNR ones
 TABLE_ROWS = 12

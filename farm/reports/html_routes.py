@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from farm.compile.coreml.routes import ROUTE_LABELS
+from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
 
 
 def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:

@@ -7,23 +7,23 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from farm.analysis.reference_state import FAILED, PASSED, reference_state
-from farm.reports import svg
-from farm.reports.alignment import describe
-from farm.reports.compare import Column, backend_name, fusion_differences
-from farm.reports.document import Report
-from farm.reports.provenance import (
+from ondevice_farm.analysis.reference_state import FAILED, PASSED, reference_state
+from ondevice_farm.reports import svg
+from ondevice_farm.reports.alignment import describe
+from ondevice_farm.reports.compare import Column, backend_name, fusion_differences
+from ondevice_farm.reports.document import Report
+from ondevice_farm.reports.provenance import (
     LEGEND,
     op_times_estimated,
     placement_mark,
     time_caveat,
     time_mark,
 )
-from farm.reports.provenance import describe as describe_provenance
+from ondevice_farm.reports.provenance import describe as describe_provenance
 
 
 def css() -> str:
-    stylesheet = resources.files("farm.reports").joinpath("static", "report.css")
+    stylesheet = resources.files("ondevice_farm.reports").joinpath("static", "report.css")
     return stylesheet.read_text(encoding="utf-8")
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.reports.compare import Column
-from farm.reports.html_sections import _num, _table, e
-from farm.reports.svg_sustained import sustained_plots
+from ondevice_farm.reports.compare import Column
+from ondevice_farm.reports.html_sections import _num, _table, e
+from ondevice_farm.reports.svg_sustained import sustained_plots
 
 
 def has_sustained(columns: list[Column]) -> bool:

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.analysis.divergence import DEFAULT_LAYER_BUDGET, DivergenceCurve, Probe, find_divergence
-from farm.analysis.intermediates import LayerPoint, layer_points, run_with_outputs
-from farm.analysis.tolerance import default_tolerance
-from farm.errors import FarmError, UsageError
-from farm.reports.compare import Column
-from farm.targets import Target
+from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET, DivergenceCurve, Probe, find_divergence
+from ondevice_farm.analysis.intermediates import LayerPoint, layer_points, run_with_outputs
+from ondevice_farm.analysis.tolerance import default_tolerance
+from ondevice_farm.errors import FarmError, UsageError
+from ondevice_farm.reports.compare import Column
+from ondevice_farm.targets import Target
 
 PREDICTED_NOTE = (
     "predicted on this host (fp16 storage between ops, fp32 inside them); not measured on a device"
@@ -52,7 +52,7 @@ def _artifact(column: Column, artifacts_root: Path | None) -> Path | None:
 def _coreml_probe(
     model_path: Path, inputs: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], precision: str
 ) -> Probe:
-    from farm.compile.coreml.layer_values import predicted_layer_values
+    from ondevice_farm.compile.coreml.layer_values import predicted_layer_values
 
     def probe(names: list[str]) -> dict[str, np.ndarray]:
         return predicted_layer_values(model_path, inputs, names, precision, input_shapes=shapes)
@@ -134,7 +134,7 @@ def layer_curves(
 ) -> tuple[list[DivergenceCurve], dict[str, str]]:
     """(curves, label -> why it has none) for the run's successful jobs, and a predicted curve
     for each target in `predict` (one the run has no job for)."""
-    from farm.reports.prediction import run_inputs
+    from ondevice_farm.reports.prediction import run_inputs
 
     model = onnx.load(str(model_path))
     inputs, shapes = run_inputs(model_path, run)

@@ -1,7 +1,7 @@
 """What reduced precision alone would do to the outputs, predicted on the host.
 
 For a run with an fp16 job, the farm's CoreML lowering runs the model as an fp16 ML Program in
-its host MIL executor (`farm.compile.coreml.drift.predict_drift`) on the run's seeded inputs; the
+its host MIL executor (`ondevice_farm.compile.coreml.drift.predict_drift`) on the run's seeded inputs; the
 SNR of those outputs against the fp32 host reference is what fp16 rounding explains. A device SNR
 close to it means precision is the whole story; far below it, something else is wrong. Without
 coremltools (or the lowering) there is no prediction and the report says only what it measured."""
@@ -31,8 +31,8 @@ def run_inputs(
     model_path: Path, run: dict[str, Any]
 ) -> tuple[dict[str, np.ndarray], dict[str, tuple[int, ...]]]:
     """The seeded inputs (and input shapes) the run fed its jobs, made again from its settings."""
-    from farm.inputs import resolve_shapes, seeded_inputs
-    from farm.model import inspect_model
+    from ondevice_farm.inputs import resolve_shapes, seeded_inputs
+    from ondevice_farm.model import inspect_model
 
     info = inspect_model(model_path)
     shapes = resolve_shapes(info, _shapes(run))
@@ -46,9 +46,9 @@ def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> d
     if precision not in PREDICTABLE:
         return {}
     try:
-        from farm.analysis.numeric import diff_output
-        from farm.compile.coreml.drift import predict_drift
-        from farm.reference import reference_outputs
+        from ondevice_farm.analysis.numeric import diff_output
+        from ondevice_farm.compile.coreml.drift import predict_drift
+        from ondevice_farm.reference import reference_outputs
     except ImportError:
         return {}
     try:

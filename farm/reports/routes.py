@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from farm.compile.coreml.routes import ROUTE_LABELS
+from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
 
 
 def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from farm.reports.compare import Column
+from ondevice_farm.reports.compare import Column
 
 
 def _ms(value: Any) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from html import escape
 
-from farm.analysis.divergence import DivergenceCurve, LayerError
-from farm.reports.svg import EXTRA_COLOURS, _svg, _text
+from ondevice_farm.analysis.divergence import DivergenceCurve, LayerError
+from ondevice_farm.reports.svg import EXTRA_COLOURS, _svg, _text
 
 PLOT_W = 620
 PLOT_H = 240

@@ -6,8 +6,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from farm.reports.svg import _nice_ticks, _svg, _text
-from farm.reports.svg_layers import COLOURS
+from ondevice_farm.reports.svg import _nice_ticks, _svg, _text
+from ondevice_farm.reports.svg_layers import COLOURS
 
 PLOT_W = 620
 PLOT_H = 180

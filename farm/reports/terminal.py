@@ -10,13 +10,13 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from farm.analysis.reference_state import FAILED, PASSED, reference_state
-from farm.analysis.sessions import spread_warnings
-from farm.compile.placement import short_provider
-from farm.reports.fit import fit_table, table_width
-from farm.reports.kernel_sources import kernel_sources_of
-from farm.reports.provenance import describe, placement_mark, time_mark
-from farm.reports.sustained_text import sustained_lines
+from ondevice_farm.analysis.reference_state import FAILED, PASSED, reference_state
+from ondevice_farm.analysis.sessions import spread_warnings
+from ondevice_farm.compile.placement import short_provider
+from ondevice_farm.reports.fit import fit_table, table_width
+from ondevice_farm.reports.kernel_sources import kernel_sources_of
+from ondevice_farm.reports.provenance import describe, placement_mark, time_mark
+from ondevice_farm.reports.sustained_text import sustained_lines
 
 TOP_OPS = 8
 

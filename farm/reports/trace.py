@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from farm.reports.compare import backend_name
+from ondevice_farm.reports.compare import backend_name
 
 #: keys every event of a phase must carry (Trace Event Format, "Event Descriptions")
 REQUIRED_KEYS: dict[str, tuple[str, ...]] = {

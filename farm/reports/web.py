@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-from farm.errors import FarmError
-from farm.store_sql import StoreLocation, store_exists
+from ondevice_farm.errors import FarmError
+from ondevice_farm.store_sql import StoreLocation, store_exists
 
 StartResponse = Callable[..., Any]
 WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -29,7 +29,7 @@ def _send(start_response: StartResponse, status: str, body: str, kind: str = "te
 
 
 def _index(store_path: StoreLocation) -> str:
-    from farm.store import ResultsStore
+    from ondevice_farm.store import ResultsStore
 
     with ResultsStore(store_path) as store:
         rows = [
@@ -48,10 +48,10 @@ def _index(store_path: StoreLocation) -> str:
 
 
 def _report(store_path: StoreLocation, artifacts_root: Path, run_id: str, against_id: str | None) -> str:
-    from farm.cli.runs import load_run
-    from farm.reports.document import build_report
-    from farm.reports.html import render_report
-    from farm.store import ResultsStore
+    from ondevice_farm.cli.runs import load_run
+    from ondevice_farm.reports.document import build_report
+    from ondevice_farm.reports.html import render_report
+    from ondevice_farm.store import ResultsStore
 
     with ResultsStore(store_path) as store:
         run = load_run(store, run_id)

@@ -1,6 +1,6 @@
 """A PyTorch checkpoint as the farm's source: `.pt2` (torch.export) or `.pt` (TorchScript).
 
-torch is imported only inside these modules' functions (extra `farm[torch]`).
+torch is imported only inside these modules' functions (extra `ondevice-farm[torch]`).
 
     runtime      import torch, or say how to install the CPU build
     checkpoint   load a checkpoint, name and shape its inputs
@@ -9,11 +9,11 @@ torch is imported only inside these modules' functions (extra `farm[torch]`).
     ingest       all of the above for one submission: TorchSource
     routes       both CoreML routes side by side, predicted on the host
 
-The `coreml-torch/*` compiler itself is `farm.compile.coreml.torch_route`.
+The `coreml-torch/*` compiler itself is `ondevice_farm.compile.coreml.torch_route`.
 """
 
 from __future__ import annotations
 
-from farm.torch_source.checkpoint import CHECKPOINT_KINDS, TorchCheckpoint, is_torch_checkpoint
+from ondevice_farm.torch_source.checkpoint import CHECKPOINT_KINDS, TorchCheckpoint, is_torch_checkpoint
 
 __all__ = ["CHECKPOINT_KINDS", "TorchCheckpoint", "is_torch_checkpoint"]

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from farm.artifacts import sha256_file
-from farm.errors import ModelError, UsageError
-from farm.model import TensorSpec
-from farm.torch_source.runtime import import_torch
+from ondevice_farm.artifacts import sha256_file
+from ondevice_farm.errors import ModelError, UsageError
+from ondevice_farm.model import TensorSpec
+from ondevice_farm.torch_source.runtime import import_torch
 
 #: suffix -> checkpoint kind
 CHECKPOINT_KINDS: dict[str, str] = {".pt2": "exported_program", ".pt": "torchscript"}

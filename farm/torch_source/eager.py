@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from farm.errors import ModelError
-from farm.reference import inputs_digest
-from farm.torch_source.checkpoint import TorchCheckpoint
-from farm.torch_source.onnx_export import output_names
-from farm.torch_source.runtime import import_torch
+from ondevice_farm.errors import ModelError
+from ondevice_farm.reference import inputs_digest
+from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
+from ondevice_farm.torch_source.onnx_export import output_names
+from ondevice_farm.torch_source.runtime import import_torch
 
 
 def _flatten(value: Any) -> list[Any]:

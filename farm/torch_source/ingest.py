@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from farm.errors import UsageError
-from farm.inputs import load_npz_inputs, seeded_inputs
-from farm.model import ModelInfo, inspect_model
-from farm.torch_source.checkpoint import TorchCheckpoint, load_checkpoint
-from farm.torch_source.eager import eager_reference
-from farm.torch_source.onnx_export import OnnxExport, export_onnx
+from ondevice_farm.errors import UsageError
+from ondevice_farm.inputs import load_npz_inputs, seeded_inputs
+from ondevice_farm.model import ModelInfo, inspect_model
+from ondevice_farm.torch_source.checkpoint import TorchCheckpoint, load_checkpoint
+from ondevice_farm.torch_source.eager import eager_reference
+from ondevice_farm.torch_source.onnx_export import OnnxExport, export_onnx
 
 
 @dataclass
@@ -65,7 +65,7 @@ class TorchSource:
 
 
 def _checkpoint_info(checkpoint: TorchCheckpoint) -> ModelInfo:
-    """The checkpoint's inputs in the shape `farm.inputs` reads, to seed them like an ONNX model's."""
+    """The checkpoint's inputs in the shape `ondevice_farm.inputs` reads, seeded like an ONNX model's."""
     return ModelInfo(checkpoint.path, checkpoint.sha256, checkpoint.name, 0, checkpoint.inputs, (), 0, {})
 
 
@@ -82,7 +82,7 @@ def _example_arrays(path: Path | None) -> dict[str, np.ndarray]:
 def _resolve(
     checkpoint: TorchCheckpoint, overrides: dict[str, tuple[int, ...]]
 ) -> dict[str, tuple[int, ...]]:
-    from farm.inputs import resolve_shapes
+    from ondevice_farm.inputs import resolve_shapes
 
     return resolve_shapes(_checkpoint_info(checkpoint), overrides)
 

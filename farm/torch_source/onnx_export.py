@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from farm.errors import ModelError
-from farm.torch_source.checkpoint import TorchCheckpoint
-from farm.torch_source.runtime import import_torch
+from ondevice_farm.errors import ModelError
+from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
+from ondevice_farm.torch_source.runtime import import_torch
 
 DEFAULT_ONNX_OPSET = 18
 EXPORT_FILE = "model.onnx"

@@ -1,14 +1,14 @@
-"""PyTorch, imported only where a checkpoint is read: an optional extra (`farm[torch]`)."""
+"""PyTorch, imported only where a checkpoint is read: an optional extra (`ondevice-farm[torch]`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from farm.errors import UsageError
+from ondevice_farm.errors import UsageError
 
 #: the CPU wheel: a bare `pip install torch` on Linux pulls a multi-GB CUDA build the farm never uses
 TORCH_INSTALL_HINT = (
-    "pip install 'farm[torch]' --extra-index-url https://download.pytorch.org/whl/cpu "
+    "pip install 'ondevice-farm[torch]' --extra-index-url https://download.pytorch.org/whl/cpu "
     "(the CPU wheel; a bare `pip install torch` downloads the CUDA build)"
 )
 

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from agents.android.native_build import NativeBuildError, RunnerBuild, build
+from ondevice_farm_agents.android.native_build import NativeBuildError, RunnerBuild, build
 from tests.android.peer_fixtures import adb_key, adb_peer, android_settings, pixel8_peer  # noqa: F401
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -46,8 +46,8 @@ def small_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, di
 def native_runner() -> RunnerBuild:
     """The native runner built for this host (cached in build/native: seconds when unchanged).
 
-    Its downloads come from `python -m agents.android.native_build fetch`, which scripts/test runs
-    before the tests cut the network; without them this fails rather than skips.
+    Its downloads come from `python -m ondevice_farm_agents.android.native_build fetch`, which
+    scripts/test runs before the tests cut the network; without them this fails rather than skips.
     """
     try:
         return build("linux-x86_64")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.android.agent import AndroidAgent
-from agents.base import AgentSettings, DeviceUnit
-from farm.profiles import load_profiles
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm_agents.android.agent import AndroidAgent
+from ondevice_farm_agents.base import AgentSettings, DeviceUnit
 from tests.android.adb_peer import AdbPeer, Identity
 
 LINUX_BOARD = {

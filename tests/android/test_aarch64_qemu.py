@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from agents.android.native_build import AARCH64_SYSROOT, NativeBuildError, build
+from ondevice_farm_agents.android.native_build import AARCH64_SYSROOT, NativeBuildError, build
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from agents.android.agent import AndroidAgent
-from agents.base import AgentSettings, RunRequest
-from farm.targets import Target
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.agent import AndroidAgent
+from ondevice_farm_agents.base import AgentSettings, RunRequest
 from tests.android.peer_fixtures import one_unit
 
 

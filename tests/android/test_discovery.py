@@ -11,11 +11,11 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from agents.android.agent import AndroidAgent
-from agents.android.test_data import write_test_data
-from agents.base import AgentSettings, RunRequest
-from farm.errors import UsageError
-from farm.targets import Target
+from ondevice_farm.errors import UsageError
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.agent import AndroidAgent
+from ondevice_farm_agents.android.test_data import write_test_data
+from ondevice_farm_agents.base import AgentSettings, RunRequest
 from tests.android.peer_fixtures import start_peer
 
 

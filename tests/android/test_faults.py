@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.android.keys import load_signer
-from agents.android.transport import AdbConnection
-from agents.base import AgentSettings, RunRequest
-from farm.errors import DeviceLostError, DeviceTimeoutError
-from farm.targets import Target
+from ondevice_farm.errors import DeviceLostError, DeviceTimeoutError
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.keys import load_signer
+from ondevice_farm_agents.android.transport import AdbConnection
+from ondevice_farm_agents.base import AgentSettings, RunRequest
 from tests.android.adb_peer import Fault
 from tests.android.peer_fixtures import PeerHandle, one_unit
 

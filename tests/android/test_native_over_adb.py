@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from agents.android.native_build import RunnerBuild
-from agents.android.native_runner import RUNNER_BINARY
-from agents.base import AgentSettings, RunRequest
-from farm.cli.main import cli
-from farm.errors import DeviceError, DeviceLostError
-from farm.profiles import load_profiles
-from farm.targets import Target
+from ondevice_farm.cli.main import cli
+from ondevice_farm.errors import DeviceError, DeviceLostError
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.native_build import RunnerBuild
+from ondevice_farm_agents.android.native_runner import RUNNER_BINARY
+from ondevice_farm_agents.base import AgentSettings, RunRequest
 from tests.android.adb_peer import Fault
 from tests.android.peer_fixtures import PIXEL8, PeerHandle, one_unit, start_peer
 

@@ -16,8 +16,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from agents.android.native_build import RunnerBuild
-from farm.analysis.profile_runs import profiled_runs
+from ondevice_farm.analysis.profile_runs import profiled_runs
+from ondevice_farm_agents.android.native_build import RunnerBuild
 
 Model = tuple[Path, str, dict[str, np.ndarray]]
 

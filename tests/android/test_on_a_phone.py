@@ -13,10 +13,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from agents.android.agent import PERF_TEST, AndroidAgent
-from agents.base import AgentSettings, DeviceRun, RunRequest
-from farm.profiles import load_profiles
-from farm.targets import Target
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.agent import PERF_TEST, AndroidAgent
+from ondevice_farm_agents.base import AgentSettings, DeviceRun, RunRequest
 
 pytestmark = pytest.mark.device
 Model = tuple[Path, str, dict[str, np.ndarray]]

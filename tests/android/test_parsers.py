@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.android.inventory import make_unit, parse_getprop
-from agents.android.perf_test import parse_output
-from agents.android.thermal import parse_battery, parse_thermalservice, with_battery
-from farm.profiles import load_profiles
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm_agents.android.inventory import make_unit, parse_getprop
+from ondevice_farm_agents.android.perf_test import parse_output
+from ondevice_farm_agents.android.thermal import parse_battery, parse_thermalservice, with_battery
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.android.agent import NATIVE, AndroidAgent
-from agents.android.native_runner import NativeCommand, ep_options
-from agents.android.perf_test import perf_test_options
-from farm.errors import ProfileError
-from farm.profiles import load_profiles, match_profile, parse_profile
-from farm.targets import Target
+from ondevice_farm.errors import ProfileError
+from ondevice_farm.profiles import load_profiles, match_profile, parse_profile
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.agent import NATIVE, AndroidAgent
+from ondevice_farm_agents.android.native_runner import NativeCommand, ep_options
+from ondevice_farm_agents.android.perf_test import perf_test_options
 
 
 def test_phone_profiles_use_the_native_runner() -> None:

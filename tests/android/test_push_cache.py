@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.base import AgentSettings, RunRequest
-from farm.targets import Target
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import AgentSettings, RunRequest
 from tests.android.peer_fixtures import PeerHandle, one_unit
 
 Model = tuple[Path, str, dict[str, np.ndarray]]

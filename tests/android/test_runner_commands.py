@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.android.device_paths import DevicePaths
-from agents.android.perf_test import command_line, provider_options
-from farm.errors import DeviceError, UsageError
-from farm.targets import Target
+from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android.device_paths import DevicePaths
+from ondevice_farm_agents.android.perf_test import command_line, provider_options
 
 
 @pytest.mark.parametrize(

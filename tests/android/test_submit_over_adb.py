@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 from click.testing import CliRunner
 
-from farm.cli.main import cli
+from ondevice_farm.cli.main import cli
 from tests.android.peer_fixtures import PeerHandle
 
 REPO = Path(__file__).resolve().parents[2]

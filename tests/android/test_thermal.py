@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.android.thermal import wait_until_cool
-from agents.base import AgentSettings, Thermal
-from farm.errors import DeviceTimeoutError
-from farm.profiles import load_profiles
+from ondevice_farm.errors import DeviceTimeoutError
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm_agents.android.thermal import wait_until_cool
+from ondevice_farm_agents.base import AgentSettings, Thermal
 from tests.android.adb_peer import AdbPeer
 from tests.android.peer_fixtures import one_unit, start_peer
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.android.keys import load_signer
-from agents.android.transport import AdbConnection
-from farm.errors import DeviceAuthError, DeviceLostError
+from ondevice_farm.errors import DeviceAuthError, DeviceLostError
+from ondevice_farm_agents.android.keys import load_signer
+from ondevice_farm_agents.android.transport import AdbConnection
 from tests.android.peer_fixtures import PeerHandle, make_key, start_peer
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from farm.cli.main import cli
+from ondevice_farm.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_MODEL = REPO / "examples" / "tinynet.onnx"
@@ -67,7 +67,7 @@ def farm_process(
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `farm` entry point in a child process."""
     return subprocess.run(
-        [sys.executable, "-m", "farm", "--home", str(home), *args],
+        [sys.executable, "-m", "ondevice_farm", "--home", str(home), *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,

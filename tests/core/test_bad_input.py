@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from farm.errors import ModelError, ProfileError, UsageError
+from ondevice_farm.errors import ModelError, ProfileError, UsageError
 
 from .conftest import farm
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import onnx
 
-from farm.artifacts import ArtifactStore, sha256_file
-from farm.compile import compile_for_target
-from farm.targets import Target
+from ondevice_farm.artifacts import ArtifactStore, sha256_file
+from ondevice_farm.compile import compile_for_target
+from ondevice_farm.targets import Target
 
 
 def test_cpu_compile_reports_fusions_and_placement(model: Path, tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from agents.base import DeviceRun
-from farm.analysis.job import latency_document
-from farm.errors import DeviceError
+from ondevice_farm.analysis.job import latency_document
+from ondevice_farm.errors import DeviceError
+from ondevice_farm_agents.base import DeviceRun
 
 
 def test_percentile_only_runners_keep_their_percentiles() -> None:

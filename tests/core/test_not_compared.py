@@ -19,24 +19,24 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from agents.android import perf_test
-from agents.base import DeviceRun
-from farm.analysis.job import job_document
-from farm.analysis.regression import compare_jobs
-from farm.analysis.tolerance import default_tolerance
-from farm.artifacts import ArtifactStore
-from farm.cli.submit import reference_failure
-from farm.compile import compile_for_target
-from farm.inputs import resolve_shapes, seeded_inputs
-from farm.metrics.collector import FarmCollector, farm_registry
-from farm.model import inspect_model
-from farm.reference import reference_model_entry, reference_outputs
-from farm.reports.compare import compare
-from farm.reports.findings import find
-from farm.reports.html import render_html
-from farm.reports.terminal import render_run
-from farm.store import MIGRATIONS, ResultsStore
-from farm.targets import Target
+from ondevice_farm.analysis.job import job_document
+from ondevice_farm.analysis.regression import compare_jobs
+from ondevice_farm.analysis.tolerance import default_tolerance
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.cli.submit import reference_failure
+from ondevice_farm.compile import compile_for_target
+from ondevice_farm.inputs import resolve_shapes, seeded_inputs
+from ondevice_farm.metrics.collector import FarmCollector, farm_registry
+from ondevice_farm.model import inspect_model
+from ondevice_farm.reference import reference_model_entry, reference_outputs
+from ondevice_farm.reports.compare import compare
+from ondevice_farm.reports.findings import find
+from ondevice_farm.reports.html import render_html
+from ondevice_farm.reports.terminal import render_run
+from ondevice_farm.store import MIGRATIONS, ResultsStore
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.android import perf_test
+from ondevice_farm_agents.base import DeviceRun
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from farm.analysis.latency import latency_stats
-from farm.analysis.numeric import MAX_SNR_DB, Tolerance, compare_outputs, diff_output
-from farm.analysis.tolerance import DEFAULT_TOLERANCES, default_tolerance, parse_tolerance
-from farm.errors import UsageError
-from farm.targets import Target
+from ondevice_farm.analysis.latency import latency_stats
+from ondevice_farm.analysis.numeric import MAX_SNR_DB, Tolerance, compare_outputs, diff_output
+from ondevice_farm.analysis.tolerance import DEFAULT_TOLERANCES, default_tolerance, parse_tolerance
+from ondevice_farm.errors import UsageError
+from ondevice_farm.targets import Target
 
 FP32, FP16, INT8 = DEFAULT_TOLERANCES["fp32"], DEFAULT_TOLERANCES["fp16"], DEFAULT_TOLERANCES["int8"]
 

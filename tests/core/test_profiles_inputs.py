@@ -7,11 +7,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from farm.errors import UsageError
-from farm.inputs import parse_shapes, resolve_shapes, seeded_inputs
-from farm.model import inspect_model
-from farm.profiles import load_profiles, match_profile
-from farm.targets import Target
+from ondevice_farm.errors import UsageError
+from ondevice_farm.inputs import parse_shapes, resolve_shapes, seeded_inputs
+from ondevice_farm.model import inspect_model
+from ondevice_farm.profiles import load_profiles, match_profile
+from ondevice_farm.targets import Target
 
 
 def test_shipped_profiles_load_and_recognise_their_units() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from farm.errors import ReferenceCheckError
+from ondevice_farm.errors import ReferenceCheckError
 
 from . import numeric_models as models
 from .conftest import farm, farm_json

@@ -8,13 +8,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from agents.base import AgentSettings, RunRequest
-from agents.host.agent import HostAgent
-from agents.repeats import run_repeats
-from farm.errors import DeviceError
-from farm.inputs import resolve_shapes, seeded_inputs
-from farm.model import inspect_model
-from farm.targets import Target
+from ondevice_farm.errors import DeviceError
+from ondevice_farm.inputs import resolve_shapes, seeded_inputs
+from ondevice_farm.model import inspect_model
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import AgentSettings, RunRequest
+from ondevice_farm_agents.host.agent import HostAgent
+from ondevice_farm_agents.repeats import run_repeats
 
 from .conftest import farm, farm_json
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from farm.errors import StoreError, UsageError
-from farm.store import MIGRATIONS, ResultsStore, StoreLocation
+from ondevice_farm.errors import StoreError, UsageError
+from ondevice_farm.store import MIGRATIONS, ResultsStore, StoreLocation
 from tests.pg_server import PostgresServer, postgres  # noqa: F401 - the fixture
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_a_job_is_written_whole_or_not_at_all(location: StoreLocation) -> None:
 
 OPEN_AND_WRITE = """
 import sys
-from farm.store import ResultsStore
+from ondevice_farm.store import ResultsStore
 location = sys.argv[1]
 with ResultsStore(location) as store:
     store.start_run(sys.argv[2], "submit", {})

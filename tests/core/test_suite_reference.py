@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.analysis.tolerance import DEFAULT_TOLERANCES
-from farm.errors import UsageError
-from farm.nightly.run import requests_for
-from farm.nightly.suite import load_suite
+from ondevice_farm.analysis.tolerance import DEFAULT_TOLERANCES
+from ondevice_farm.errors import UsageError
+from ondevice_farm.nightly.run import requests_for
+from ondevice_farm.nightly.suite import load_suite
 
 
 def test_reference_and_tolerance_per_model_on_top_of_the_suite(tmp_path: Path) -> None:

@@ -10,12 +10,12 @@ import jsonschema
 import numpy as np
 import pytest
 
-from agents.base import SustainedTrace, SustainedWindow, TelemetrySample
-from agents.host.sustained import run_sustained
-from agents.host.telemetry import HostTelemetry
-from farm.analysis.sustained import sustained_document
-from farm.durations import parse_duration_s
-from farm.errors import UsageError
+from ondevice_farm.analysis.sustained import sustained_document
+from ondevice_farm.durations import parse_duration_s
+from ondevice_farm.errors import UsageError
+from ondevice_farm_agents.base import SustainedTrace, SustainedWindow, TelemetrySample
+from ondevice_farm_agents.host.sustained import run_sustained
+from ondevice_farm_agents.host.telemetry import HostTelemetry
 from tests.core.conftest import EXAMPLE_MODEL, farm
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
@@ -140,7 +140,7 @@ def test_submit_sustained_records_windows_and_warm_start(home: Path, model: Path
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from farm.metrics.collector import FarmCollector, farm_registry
+    from ondevice_farm.metrics.collector import FarmCollector, farm_registry
 
     collector = FarmCollector(home / "results.sqlite")
     try:
@@ -179,7 +179,7 @@ def test_submit_sustained_records_windows_and_warm_start(home: Path, model: Path
 def test_the_native_runners_battery_power_integrates_to_energy_per_inference() -> None:
     """A sustained section in the native runner's result.json format (constructed: the parser's
     arithmetic only): 1000 mW then 3000 mW over two 1 s windows of 10 inferences each."""
-    from agents.android.native_sustained import sustained_trace
+    from ondevice_farm_agents.android.native_sustained import sustained_trace
 
     def telemetry(power: float | None) -> dict[str, object]:
         return {"cpu_freq_mhz": {"cpu0": 2000.0}, "temperatures_c": {"soc:0": 41.0}, "power_mw": power}

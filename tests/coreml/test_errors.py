@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from farm.compile.coreml import compile_coreml, predict_drift, unsupported_ops
-from farm.errors import CompileError, ModelError, UsageError
-from farm.targets import Target
+from ondevice_farm.compile.coreml import compile_coreml, predict_drift, unsupported_ops
+from ondevice_farm.errors import CompileError, ModelError, UsageError
+from ondevice_farm.targets import Target
 from tests.coreml.harness import save
 from tests.coreml.onnx_models import Graph, single_op
 

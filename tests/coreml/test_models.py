@@ -9,9 +9,9 @@ import numpy as np
 import onnx
 import pytest
 
-from farm.analysis.numeric import diff_output
-from farm.compile.coreml import compile_coreml, predict_drift
-from farm.targets import Target
+from ondevice_farm.analysis.numeric import diff_output
+from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.targets import Target
 from tests.coreml.harness import assert_fp32_matches, random_feeds, save
 from tests.coreml.onnx_models import conv1d_upsampler, mobilenet_block_stack, transformer_encoder
 

@@ -15,15 +15,15 @@ import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 
-from farm.analysis.numeric import diff_output
-from farm.artifacts import ArtifactStore
-from farm.cli.main import cli
-from farm.compile.coreml import compile_coreml, predict_drift
-from farm.compile.coreml.kernels_quant import dequantize, quantize
-from farm.compile.ort import compile_ort
-from farm.reports.compare import compare
-from farm.reports.findings.compile import precision_differs
-from farm.targets import Target
+from ondevice_farm.analysis.numeric import diff_output
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.cli.main import cli
+from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.compile.coreml.kernels_quant import dequantize, quantize
+from ondevice_farm.compile.ort import compile_ort
+from ondevice_farm.reports.compare import compare
+from ondevice_farm.reports.findings.compile import precision_differs
+from ondevice_farm.targets import Target
 from tests.coreml.harness import FP32_RELATIVE_TOLERANCE, ort_outputs, relative_error
 from tests.coreml.onnx_models import resnet_blocks
 from tests.coreml.quantized_models import ARCHITECTURES, feeds, quantize_qdq

@@ -15,9 +15,9 @@ import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from farm.compile.coreml import predict_drift
-from farm.compile.coreml.executor import ExecutorError, run_program
-from farm.errors import CompileError
+from ondevice_farm.compile.coreml import predict_drift
+from ondevice_farm.compile.coreml.executor import ExecutorError, run_program
+from ondevice_farm.errors import CompileError
 from tests.coreml.harness import ort_outputs, save
 from tests.coreml.onnx_models import Graph, f32, single_op
 

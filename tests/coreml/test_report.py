@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from farm.compile.coreml import compile_coreml, predict_drift
-from farm.targets import Target
+from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.targets import Target
 from tests.coreml.harness import random_feeds, save
 from tests.coreml.onnx_models import Graph, f32, transformer_encoder
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from agents.host.cuda import (
+from ondevice_farm_agents.host.cuda import (
     CUDA_PROVIDER,
     INSTALL_HINT,
     REINSTALL_HINT,

@@ -7,8 +7,8 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from agents.host.fallback_probe import probe_cpu_fallback, read_probe
-from farm.analysis.ort_log import session_error_kind
+from ondevice_farm.analysis.ort_log import session_error_kind
+from ondevice_farm_agents.host.fallback_probe import probe_cpu_fallback, read_probe
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TINYNET = Path(__file__).parents[2] / "examples" / "tinynet.onnx"

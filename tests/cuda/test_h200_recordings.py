@@ -14,13 +14,18 @@ from typing import Any
 
 import pytest
 
-from farm.analysis.job import fallback_table, op_table
-from farm.analysis.ort_log import CopyInsertion, MissingKernel, parse_session_log, provider_load_failure
-from farm.analysis.ort_profile import op_timings, session_events
-from farm.analysis.profile_runs import profiled_runs, warm_events
-from farm.analysis.transfers import ops_from_table, transfer_report
-from farm.compile.placement import Placement
-from farm.targets import Target
+from ondevice_farm.analysis.job import fallback_table, op_table
+from ondevice_farm.analysis.ort_log import (
+    CopyInsertion,
+    MissingKernel,
+    parse_session_log,
+    provider_load_failure,
+)
+from ondevice_farm.analysis.ort_profile import op_timings, session_events
+from ondevice_farm.analysis.profile_runs import profiled_runs, warm_events
+from ondevice_farm.analysis.transfers import ops_from_table, transfer_report
+from ondevice_farm.compile.placement import Placement
+from ondevice_farm.targets import Target
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CUDA = "CUDAExecutionProvider"

@@ -10,12 +10,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from agents.base import AgentSettings, RunRequest
-from agents.host.agent import HostAgent
-from agents.host.cuda import CudaOptions, cuda_availability
-from farm.errors import UsageError
-from farm.profiles import load_profiles
-from farm.targets import Target
+from ondevice_farm.errors import UsageError
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import AgentSettings, RunRequest
+from ondevice_farm_agents.host.agent import HostAgent
+from ondevice_farm_agents.host.cuda import CudaOptions, cuda_availability
 
 CUDA_HERE = cuda_availability()
 needs_gpu = pytest.mark.skipif(not CUDA_HERE.available, reason=f"no usable GPU: {CUDA_HERE.reason}")
@@ -42,7 +42,7 @@ def test_host_cuda_is_reported_absent_with_a_reason_a_user_can_act_on() -> None:
     [line] = host.absences()
     assert line.startswith("host-cuda: absent (")
     assert "CUDAExecutionProvider" in line
-    assert "farm[cuda]" in line or "cannot start" in line or "pip uninstall" in line
+    assert "ondevice-farm[cuda]" in line or "cannot start" in line or "pip uninstall" in line
 
 
 @pytest.mark.skipif(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from agents.host.native_log import captured_native_log
-from farm.analysis.ort_log import CopyInsertion, parse_session_log, provider_load_failure
+from ondevice_farm.analysis.ort_log import CopyInsertion, parse_session_log, provider_load_failure
+from ondevice_farm_agents.host.native_log import captured_native_log
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CUDA = "CUDAExecutionProvider"

@@ -1,4 +1,4 @@
-"""Copy and fallback accounting from a profiled run (`farm.analysis.transfers`)."""
+"""Copy and fallback accounting from a profiled run (`ondevice_farm.analysis.transfers`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from agents.base import OpTiming
-from farm.analysis.ort_profile import op_timings
-from farm.analysis.transfers import transfer_report
+from ondevice_farm.analysis.ort_profile import op_timings
+from ondevice_farm.analysis.transfers import transfer_report
+from ondevice_farm_agents.base import OpTiming
 
 CUDA = "CUDAExecutionProvider"
 CPU = "CPUExecutionProvider"

@@ -87,7 +87,7 @@ PROBE = """
 import json, sys
 import ray
 ray.init(address=sys.argv[1], namespace="farm", log_to_driver=False, logging_level="ERROR")
-from farm.controller.node_agent import find_fleet
+from ondevice_farm.controller.node_agent import find_fleet
 for line in sys.stdin:
     try:
         units = ray.get(find_fleet().units.remote(), timeout=30)

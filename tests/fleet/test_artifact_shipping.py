@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.base import AgentSettings, RunRequest
-from farm.controller.actor import DeviceActorImpl, discover_units
-from farm.errors import DeviceError
-from farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
-from farm.targets import parse_targets
+from ondevice_farm.controller.actor import DeviceActorImpl, discover_units
+from ondevice_farm.errors import DeviceError
+from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
+from ondevice_farm.targets import parse_targets
+from ondevice_farm_agents.base import AgentSettings, RunRequest
 
 
 def _request(tiny_model: Path, missing: Path) -> RunRequest:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.artifacts import sha256_path
+from ondevice_farm.artifacts import sha256_path
 from tests.fleet.cluster import LocalCluster, new_cluster
 from tests.fleet.conftest import only_loopback, start_serve
 from tests.ios.renamed_model import EXPECTED_OUTPUTS, write_renamed_model
@@ -33,14 +33,14 @@ pytestmark = pytest.mark.slow
 IOS_AGENT = """
 import functools, sys, time
 import ray
-from agents.base import AgentSettings
-from agents.ios.fakes import parse_ideviceinfo
-from agents.ios.standin_app import standin_agent
-from farm.controller.actor import device_actor_class
-from farm.controller.cluster import ClusterConfig, ray_cluster
-from farm.controller.fleet import UnitEntry
-from farm.controller.node_agent import find_fleet, node_strategy
-from farm.profiles import load_profiles
+from ondevice_farm_agents.base import AgentSettings
+from ondevice_farm_agents.ios.fakes import parse_ideviceinfo
+from ondevice_farm_agents.ios.standin_app import standin_agent
+from ondevice_farm.controller.actor import device_actor_class
+from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
+from ondevice_farm.controller.fleet import UnitEntry
+from ondevice_farm.controller.node_agent import find_fleet, node_strategy
+from ondevice_farm.profiles import load_profiles
 
 address, node_ip, fixture, cache_dir = sys.argv[1:5]
 settings = AgentSettings(profiles=load_profiles(), io_timeout_s=20.0,

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from farm.analysis.regression import RegressionPolicy, compare_jobs, compare_latency
-from farm.errors import UsageError
-from farm.nightly.suite import load_suite
+from ondevice_farm.analysis.regression import RegressionPolicy, compare_jobs, compare_latency
+from ondevice_farm.errors import UsageError
+from ondevice_farm.nightly.suite import load_suite
 
 
 def samples(median: float, n: int, seed: int, sigma: float = 0.05) -> list[float]:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.base import DeviceUnit, RunRequest
-from farm.controller.queue import JobSpec, Schedule, UnitSlot
-from farm.controller.selection import DeviceSelector
-from farm.targets import Target
+from ondevice_farm.controller.queue import JobSpec, Schedule, UnitSlot
+from ondevice_farm.controller.selection import DeviceSelector
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import DeviceUnit, RunRequest
 
 
 def unit_slot(

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from farm.analysis.multiple import benjamini_hochberg
-from farm.analysis.regression import RegressionPolicy, compare_latency
-from farm.analysis.session_test import NotComparable, compare_sessions
-from farm.analysis.sessions import sessions_document, spread_warnings
-from farm.analysis.student_t import t_quantile, t_sf
-from farm.nightly.compare import compare_runs
-from farm.nightly.html import render_nightly
-from farm.nightly.report import print_comparison
+from ondevice_farm.analysis.multiple import benjamini_hochberg
+from ondevice_farm.analysis.regression import RegressionPolicy, compare_latency
+from ondevice_farm.analysis.session_test import NotComparable, compare_sessions
+from ondevice_farm.analysis.sessions import sessions_document, spread_warnings
+from ondevice_farm.analysis.student_t import t_quantile, t_sf
+from ondevice_farm.nightly.compare import compare_runs
+from ondevice_farm.nightly.html import render_nightly
+from ondevice_farm.nightly.report import print_comparison
 
 
 def test_student_t_matches_printed_tables() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from farm.artifacts import pack_artifact, sha256_path, unpack_artifact
-from farm.errors import DeviceError
+from ondevice_farm.artifacts import pack_artifact, sha256_path, unpack_artifact
+from ondevice_farm.errors import DeviceError
 
 
 def package(root: Path) -> Path:

@@ -16,12 +16,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from agents.base import AgentSettings, RunRequest
-from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
-from agents.ios.fakes import FakePhone, FakeProvider, parse_ideviceinfo
-from agents.ios.standin_app import StandInRunner, standin_agent
-from farm.profiles import DeviceProfile, load_profiles
-from farm.targets import Target
+from ondevice_farm.profiles import DeviceProfile, load_profiles
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import AgentSettings, RunRequest
+from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
+from ondevice_farm_agents.ios.fakes import FakePhone, FakeProvider, parse_ideviceinfo
+from ondevice_farm_agents.ios.standin_app import StandInRunner, standin_agent
 
 MakeAgent = Callable[..., IosAgent]
 MakePhone = Callable[..., FakePhone]

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from agents.ios.contract import JOB_SCHEMA, RESULT_SCHEMA, contract_errors, parse_result
-from farm.errors import CompileError, DeviceError, DeviceTimeoutError
+from ondevice_farm.errors import CompileError, DeviceError, DeviceTimeoutError
+from ondevice_farm_agents.ios.contract import JOB_SCHEMA, RESULT_SCHEMA, contract_errors, parse_result
 
 
 def example(name: str) -> dict[str, Any]:
-    text = resources.files("agents.ios").joinpath("runner_contract").joinpath(name).read_text()
+    text = resources.files("ondevice_farm_agents.ios").joinpath("runner_contract").joinpath(name).read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agents.base import AgentSettings
-from agents.ios.agent import IosAgent
-from farm.errors import DeviceAuthError, UsageError
+from ondevice_farm.errors import DeviceAuthError, UsageError
+from ondevice_farm_agents.base import AgentSettings
+from ondevice_farm_agents.ios.agent import IosAgent
 
 from .conftest import IPHONE13, MakeAgent, MakePhone, MakeRequest
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.base import AgentSettings, DeviceUnit, RunRequest
-from agents.ios.agent import IosAgent
-from farm.profiles import DeviceProfile
-from farm.targets import Target
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import AgentSettings, DeviceUnit, RunRequest
+from ondevice_farm_agents.ios.agent import IosAgent
 
 pytestmark = pytest.mark.device
 

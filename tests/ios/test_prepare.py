@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.ios.agent import DEFAULT_BUNDLE_ID
-from agents.ios.fakes import FakePhone
-from farm.errors import DeviceError
+from ondevice_farm.errors import DeviceError
+from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID
+from ondevice_farm_agents.ios.fakes import FakePhone
 
 from .conftest import MakeAgent, MakePhone, MakeRequest
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import ray
 
-from agents.base import AgentSettings
-from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
-from agents.ios.fakes import FakePhone, FakeProvider
-from agents.ios.standin_app import StandInRunner, standin_agent
-from farm.controller.ray_errors import is_retryable, to_farm_error
-from farm.errors import DeviceLostError
+from ondevice_farm.controller.ray_errors import is_retryable, to_farm_error
+from ondevice_farm.errors import DeviceLostError
+from ondevice_farm_agents.base import AgentSettings
+from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
+from ondevice_farm_agents.ios.fakes import FakePhone, FakeProvider
+from ondevice_farm_agents.ios.standin_app import StandInRunner, standin_agent
 from tests.ios.conftest import IPHONE15, MakeRequest, expected_output, lockdown_values
 
 
@@ -57,7 +57,7 @@ def local_ray() -> Iterator[None]:
 
 
 def _actor(settings: AgentSettings, factory: Callable[[AgentSettings], IosAgent]) -> Any:
-    from farm.controller.actor import device_actor_class
+    from ondevice_farm.controller.actor import device_actor_class
 
     (unit,) = factory(settings).discover()
     return unit, device_actor_class().remote(unit, settings, None, factory)

@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agents.base import RunRequest
-from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
-from agents.ios.fakes import AppFiles, FakeProcess
-from farm.analysis.job import job_document
-from farm.analysis.numeric import default_tolerance
-from farm.artifacts import ArtifactStore, sha256_path
-from farm.compile import compile_for_target
-from farm.compile.io_names import load_io_names, sidecar_path
-from farm.errors import DeviceError
-from farm.reference import reference_outputs
-from farm.targets import Target
+from ondevice_farm.analysis.job import job_document
+from ondevice_farm.analysis.numeric import default_tolerance
+from ondevice_farm.artifacts import ArtifactStore, sha256_path
+from ondevice_farm.compile import compile_for_target
+from ondevice_farm.compile.io_names import load_io_names, sidecar_path
+from ondevice_farm.errors import DeviceError
+from ondevice_farm.reference import reference_outputs
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import RunRequest
+from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
+from ondevice_farm_agents.ios.fakes import AppFiles, FakeProcess
 
 from .conftest import MakeAgent, MakePhone
 from .renamed_model import EXPECTED_INPUTS, EXPECTED_OUTPUTS, renamed_inputs, write_renamed_model

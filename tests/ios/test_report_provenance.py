@@ -15,15 +15,15 @@ import jsonschema
 import pytest
 from rich.console import Console
 
-from agents.base import RunRequest
-from agents.ios.agent import IosAgent
-from farm.analysis.job import job_document
-from farm.analysis.numeric import default_tolerance
-from farm.artifacts import ArtifactStore
-from farm.compile import compile_for_target
-from farm.reports.html import render_html
-from farm.reports.terminal import render_run
-from farm.targets import Target
+from ondevice_farm.analysis.job import job_document
+from ondevice_farm.analysis.numeric import default_tolerance
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile import compile_for_target
+from ondevice_farm.reports.html import render_html
+from ondevice_farm.reports.terminal import render_run
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import RunRequest
+from ondevice_farm_agents.ios.agent import IosAgent
 from tests.report.chromium import CHROMIUM, open_page
 
 from .renamed_model import renamed_inputs, write_renamed_model
@@ -42,7 +42,7 @@ def ios_run(ios_agent: IosAgent, tmp_path: Path) -> tuple[dict[str, Any], Path]:
         warmup=1, runs=3, io_names=artifact.io_names,
     )  # fmt: skip
     run = ios_agent.run(unit, request)
-    from farm.reference import reference_outputs
+    from ondevice_farm.reference import reference_outputs
 
     reference = reference_outputs(model, "torch-named", request.inputs, tmp_path / "refs")
     now = time.time()

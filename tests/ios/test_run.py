@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
-from farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError
+from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
 
 from .conftest import MakeAgent, MakePhone, MakeRequest, expected_output
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from agents.ios.contract import JOB_SCHEMA, RESULT_SCHEMA, contract_errors, schema
+from ondevice_farm_agents.ios.contract import JOB_SCHEMA, RESULT_SCHEMA, contract_errors, schema
 
 CONTRACT_SWIFT = (
     Path(__file__).resolve().parents[2] / "agents/ios/FarmRunner/Sources/FarmRunnerCore/Contract.swift"
@@ -143,7 +143,7 @@ def test_a_key_the_schema_lacks_is_caught() -> None:
 
 
 def _example(name: str) -> dict[str, Any]:
-    text = resources.files("agents.ios").joinpath("runner_contract").joinpath(name).read_text()
+    text = resources.files("ondevice_farm_agents.ios").joinpath("runner_contract").joinpath(name).read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import socket
 
-from agents.base import AgentSettings, DeviceUnit
-from agents.ios.agent import IosAgent
-from farm.profiles import DeviceProfile
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.base import AgentSettings, DeviceUnit
+from ondevice_farm_agents.ios.agent import IosAgent
 
 from .usbmuxd_peer import UsbmuxdPeer
 

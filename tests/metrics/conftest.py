@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from agents.base import AgentSettings
-from agents.host.agent import HostAgent
-from farm.metrics.fleet_state import FleetSnapshot, UnitState
-from farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
-from farm.store import ResultsStore, new_run_id
+from ondevice_farm.metrics.fleet_state import FleetSnapshot, UnitState
+from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
+from ondevice_farm.store import ResultsStore, new_run_id
+from ondevice_farm_agents.base import AgentSettings
+from ondevice_farm_agents.host.agent import HostAgent
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_MODEL = REPO / "examples" / "tinynet.onnx"
@@ -58,7 +58,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
         [
             sys.executable,
             "-m",
-            "farm",
+            "ondevice_farm",
             "--home",
             str(home),
             "submit",

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from farm.metrics.collector import FarmCollector, farm_registry
-from farm.metrics.fleet_state import FleetSnapshot, UnitState
-from farm.store import ResultsStore, new_run_id
+from ondevice_farm.metrics.collector import FarmCollector, farm_registry
+from ondevice_farm.metrics.fleet_state import FleetSnapshot, UnitState
+from ondevice_farm.store import ResultsStore, new_run_id
 
 from .conftest import SUITE, HostFleet, RealRun, file_as_nightly
 

@@ -11,8 +11,8 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from farm.metrics.collector import FarmCollector, farm_registry
-from farm.store import ResultsStore, StoreLocation, new_run_id
+from ondevice_farm.metrics.collector import FarmCollector, farm_registry
+from ondevice_farm.store import ResultsStore, StoreLocation, new_run_id
 from tests.pg_server import PostgresServer, postgres  # noqa: F401 - the fixture
 
 from .conftest import RealRun

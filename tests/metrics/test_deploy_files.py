@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from farm.metrics.server import DEFAULT_METRICS_PORT
+from ondevice_farm.metrics.server import DEFAULT_METRICS_PORT
 
 from .conftest import DEPLOY
 

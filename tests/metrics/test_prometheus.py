@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from farm.metrics.server import MetricsServer, start_metrics_server
-from farm.store import ResultsStore
+from ondevice_farm.metrics.server import MetricsServer, start_metrics_server
+from ondevice_farm.store import ResultsStore
 
 from .conftest import (
     DEPLOY,

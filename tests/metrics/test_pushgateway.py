@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from farm.errors import FarmError
-from farm.metrics.pushgateway import push_run_summary
+from ondevice_farm.errors import FarmError
+from ondevice_farm.metrics.pushgateway import push_run_summary
 
 from .conftest import RealRun, binary, free_port, http_get, wait_until_ready
 
@@ -96,7 +96,7 @@ def test_an_unreachable_pushgateway_is_one_farm_error() -> None:
 
 
 def test_a_simulated_job_pushes_latency_but_no_reference_series() -> None:
-    from farm.metrics.pushgateway import summary_registry
+    from ondevice_farm.metrics.pushgateway import summary_registry
 
     def job(device: str, latency: str) -> dict[str, object]:
         return {

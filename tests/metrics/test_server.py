@@ -12,10 +12,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from farm.errors import UsageError
-from farm.metrics.collector import FarmCollector, farm_registry
-from farm.metrics.server import start_metrics_server
-from farm.store import ResultsStore
+from ondevice_farm.errors import UsageError
+from ondevice_farm.metrics.collector import FarmCollector, farm_registry
+from ondevice_farm.metrics.server import start_metrics_server
+from ondevice_farm.store import ResultsStore
 
 from .conftest import HostFleet, RealRun, http_get
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: a Python in which `import coremltools` fails as it does where the extra is not installed
 WITHOUT_COREMLTOOLS = (
     "import sys; sys.modules['coremltools'] = None; "
-    "from farm.cli.main import main; sys.argv[0] = 'farm'; main()"
+    "from ondevice_farm.cli.main import main; sys.argv[0] = 'farm'; main()"
 )
 
 

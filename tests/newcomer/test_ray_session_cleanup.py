@@ -33,7 +33,7 @@ def test_submit_leaves_no_session_dir(tmp_path: Path, ray_tmp: Path) -> None:
     other.mkdir(parents=True)
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
     done = subprocess.run(
-        [sys.executable, "-m", "farm", "--home", str(tmp_path / "home"), "submit",
+        [sys.executable, "-m", "ondevice_farm", "--home", str(tmp_path / "home"), "submit",
          str(ROOT / "examples" / "tinynet.onnx"), "-d", "host-cpu", "-n", "3", "--no-profile", "--json"],
         capture_output=True, text=True, timeout=180, env=env,
     )  # fmt: skip
@@ -43,7 +43,7 @@ def test_submit_leaves_no_session_dir(tmp_path: Path, ray_tmp: Path) -> None:
 
 
 def test_remove_session_dir_touches_only_that_dir(tmp_path: Path) -> None:
-    from farm.controller.cluster import remove_session_dir
+    from ondevice_farm.controller.cluster import remove_session_dir
 
     ours, theirs = tmp_path / "session_a", tmp_path / "session_b"
     for d in (ours, theirs):

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
-from farm.cli.main import cli
+from ondevice_farm.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -81,7 +81,7 @@ def test_the_tour_runs_on_a_host(tmp_path: Path) -> None:
         if command[1] in NEEDS_A_LAB:
             continue
         done = subprocess.run(
-            [sys.executable, "-m", "farm", *command[1:]],
+            [sys.executable, "-m", "ondevice_farm", *command[1:]],
             cwd=workdir,
             env=env,
             capture_output=True,

@@ -31,7 +31,7 @@ class HostRuns:
 def farm(home: Path, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", FARM_HOME=str(home))
     return subprocess.run(
-        [sys.executable, "-c", "from farm.cli.main import main; main()", "--home", str(home), *args],
+        [sys.executable, "-c", "from ondevice_farm.cli.main import main; main()", "--home", str(home), *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from farm.reports.alignment import align, describe, source_nodes
-from farm.reports.compare import compare
+from ondevice_farm.reports.alignment import align, describe, source_nodes
+from ondevice_farm.reports.compare import compare
 from tests.report.crafted import job, run
 from tests.report.recorded import conv_resize_model
 
@@ -53,8 +53,8 @@ def test_kernels_that_match_no_source_node_are_listed(tmp_path: Path) -> None:
 
 
 def test_the_source_model_is_found_by_its_hash_in_the_artifact_store(tmp_path: Path) -> None:
-    from farm.artifacts import ArtifactStore
-    from farm.reports.document import locate_model
+    from ondevice_farm.artifacts import ArtifactStore
+    from ondevice_farm.reports.document import locate_model
 
     model = conv_resize_model(tmp_path / "m.onnx")
     sha, stored = ArtifactStore(tmp_path / "artifacts").put(model, "model.onnx")

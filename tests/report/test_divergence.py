@@ -12,13 +12,13 @@ import numpy as np
 import onnx
 import pytest
 
-from farm.analysis.divergence import find_divergence
-from farm.analysis.intermediates import layer_points, run_with_outputs
+from ondevice_farm.analysis.divergence import find_divergence
+from ondevice_farm.analysis.intermediates import layer_points, run_with_outputs
 from tests.report.chromium import CHROMIUM, open_page
 from tests.report.conftest import SUBMIT_TIMEOUT_S, farm
 from tests.report.diverging_models import PLANTED_NODE, overflowing_model, steady_model
 
-#: the fp16 targets' SNR floor (farm.analysis.numeric): the layer check uses the target's own
+#: the fp16 targets' SNR floor (ondevice_farm.analysis.numeric): the layer check uses the target's own
 FP16_FLOOR_DB = 30.0
 
 
@@ -41,7 +41,7 @@ def _ort_fp16(model: onnx.ModelProto, calls: list[list[str]]):  # type: ignore[n
 
 
 def _mil_fp16(path: Path):  # type: ignore[no-untyped-def]
-    from farm.compile.coreml.layer_values import predicted_layer_values
+    from ondevice_farm.compile.coreml.layer_values import predicted_layer_values
 
     def probe(names: list[str]) -> dict[str, np.ndarray]:
         with np.errstate(over="ignore", invalid="ignore"):

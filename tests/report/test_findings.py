@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from farm.reports.compare import compare
-from farm.reports.findings import RULES, find
-from farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
-from farm.reports.findings.jobs import job_failed
-from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
-from farm.reports.findings.numerics import reduced_precision, reference_failed, topk_disagreement
-from farm.reports.findings.placement import cpu_fallbacks, many_partitions
-from farm.reports.findings.preflight import PreflightCheck, preflight_mismatch
+from ondevice_farm.reports.compare import compare
+from ondevice_farm.reports.findings import RULES, find
+from ondevice_farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
+from ondevice_farm.reports.findings.jobs import job_failed
+from ondevice_farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
+from ondevice_farm.reports.findings.numerics import reduced_precision, reference_failed, topk_disagreement
+from ondevice_farm.reports.findings.placement import cpu_fallbacks, many_partitions
+from ondevice_farm.reports.findings.preflight import PreflightCheck, preflight_mismatch
 from tests.report.crafted import job, run
 
 NNAPI, CPU = "NnapiExecutionProvider", "CPUExecutionProvider"

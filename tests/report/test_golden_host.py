@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from farm.reports.trace import validate_trace
+from ondevice_farm.reports.trace import validate_trace
 from tests.report.conftest import TINYNET, HostRuns, farm
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from farm.cli.runs import load_run
-from farm.reports.html import render_html
-from farm.store import ResultsStore
+from ondevice_farm.cli.runs import load_run
+from ondevice_farm.reports.html import render_html
+from ondevice_farm.store import ResultsStore
 from tests.report.chromium import CHROMIUM, open_page
 from tests.report.conftest import TINYNET, HostRuns
 from tests.report.recorded import conv_resize_model, nnapi_resize_job, run_of

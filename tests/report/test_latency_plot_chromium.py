@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from farm.reports.html import render_html
-from farm.reports.svg import LABEL_W, PLOT_W
+from ondevice_farm.reports.html import render_html
+from ondevice_farm.reports.svg import LABEL_W, PLOT_W
 from tests.report.chromium import CHROMIUM, open_page
 from tests.report.conftest import TINYNET
 

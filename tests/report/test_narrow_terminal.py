@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.reports.kernel_sources import kernel_sources_of
+from ondevice_farm.reports.kernel_sources import kernel_sources_of
 
 from .conftest import TINYNET, HostRuns, farm
 

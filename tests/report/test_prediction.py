@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from farm.reports.document import build_report
-from farm.reports.prediction import predicted_snr_db
+from ondevice_farm.reports.document import build_report
+from ondevice_farm.reports.prediction import predicted_snr_db
 from tests.report.conftest import TINYNET
 from tests.report.crafted import job, run
 

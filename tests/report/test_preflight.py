@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from farm.preflight import predict
-from farm.preflight.support import COREML_LOWERING_SOURCE
+from ondevice_farm.preflight import predict
+from ondevice_farm.preflight.support import COREML_LOWERING_SOURCE
 from tests.report.conftest import TINYNET, farm
 from tests.report.recorded import conv_resize_model
 
@@ -44,7 +44,7 @@ def test_coreml_uses_the_lowering_table_or_degrades_to_the_documented_list(
     real_import = builtins.__import__
 
     def no_lowering(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("farm.compile.coreml"):
+        if name.startswith("ondevice_farm.compile.coreml"):
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 

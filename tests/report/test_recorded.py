@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from farm.reports.document import build_report
-from farm.reports.trace import job_trace_events, trace_document, validate_trace
+from ondevice_farm.reports.document import build_report
+from ondevice_farm.reports.trace import job_trace_events, trace_document, validate_trace
 from tests.report.recorded import (
     conv_resize_model,
     coreml_compute_plan_job,
@@ -80,8 +80,8 @@ def test_alignment_reads_core_ml_op_names(tmp_path: Path) -> None:
     """The farm's CoreML lowering names MIL values after the ONNX tensors they compute (a conv with
     its BatchNormalization folded in is `BatchNormalization_2_out_cast_fp16`); which device ran
     each op is made up here: this checks the name mapping only."""
-    from farm.reports.alignment import align, source_nodes
-    from farm.reports.compare import compare
+    from ondevice_farm.reports.alignment import align, source_nodes
+    from ondevice_farm.reports.compare import compare
     from tests.report.conftest import TINYNET
     from tests.report.crafted import job, run
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from farm.reports.document import build_report
-from farm.reports.html import render_html
-from farm.reports.trace import trace_document, validate_trace
+from ondevice_farm.reports.document import build_report
+from ondevice_farm.reports.html import render_html
+from ondevice_farm.reports.trace import trace_document, validate_trace
 from tests.report.crafted import job, run
 
 NNAPI, CPU = "NnapiExecutionProvider", "CPUExecutionProvider"
@@ -58,7 +58,7 @@ def test_synthesised_trace_for_a_target_with_means_only() -> None:
 def test_warm_samples_keep_their_own_scale_and_a_far_cold_start_is_marked_off_it() -> None:
     import re
 
-    from farm.reports.svg import LABEL_W, PLOT_W, latency_plot
+    from ondevice_farm.reports.svg import LABEL_W, PLOT_W, latency_plot
 
     plot = latency_plot([("phone", [0.3, 0.4, 0.5], 15.0)])
     assert "log scale" not in plot
@@ -75,7 +75,7 @@ def test_warm_samples_keep_their_own_scale_and_a_far_cold_start_is_marked_off_it
 
 
 def test_warm_samples_spread_wide_get_a_log_axis() -> None:
-    from farm.reports.svg import latency_plot
+    from ondevice_farm.reports.svg import latency_plot
 
     wide = latency_plot([("phone", [0.3, 0.4, 0.5, 15.0], None)])
     assert (

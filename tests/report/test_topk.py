@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from farm.analysis.topk import topk_agreement
+from ondevice_farm.analysis.topk import topk_agreement
 
 
 def test_same_ranking_agrees() -> None:

@@ -7,8 +7,8 @@ import urllib.request
 
 import pytest
 
-from farm.metrics.server import start_metrics_server
-from farm.reports.web import reports_app
+from ondevice_farm.metrics.server import start_metrics_server
+from ondevice_farm.reports.web import reports_app
 from tests.report.conftest import HostRuns
 
 

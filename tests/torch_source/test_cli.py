@@ -9,9 +9,11 @@ import jsonschema
 import pytest
 
 pytest.importorskip(
-    "torch", reason="PyTorch source tests need torch: pip install 'farm[torch]' (the CPU wheel)"
+    "torch", reason="PyTorch source tests need torch: pip install 'ondevice-farm[torch]' (the CPU wheel)"
 )
-pytest.importorskip("coremltools", reason="the CoreML routes need coremltools: pip install 'farm[coreml]'")
+pytest.importorskip(
+    "coremltools", reason="the CoreML routes need coremltools: pip install 'ondevice-farm[coreml]'"
+)
 
 from ..core.conftest import farm, farm_json, farm_process
 from .architectures import save_exported

@@ -15,14 +15,16 @@ import numpy as np
 import pytest
 
 pytest.importorskip(
-    "torch", reason="PyTorch source tests need torch: pip install 'farm[torch]' (the CPU wheel)"
+    "torch", reason="PyTorch source tests need torch: pip install 'ondevice-farm[torch]' (the CPU wheel)"
 )
-pytest.importorskip("coremltools", reason="the CoreML routes need coremltools: pip install 'farm[coreml]'")
+pytest.importorskip(
+    "coremltools", reason="the CoreML routes need coremltools: pip install 'ondevice-farm[coreml]'"
+)
 
-from farm.errors import ModelError, UsageError
-from farm.reference import reference_outputs
-from farm.torch_source.ingest import TorchSource, ingest_torch
-from farm.torch_source.routes import export_check, route_study
+from ondevice_farm.errors import ModelError, UsageError
+from ondevice_farm.reference import reference_outputs
+from ondevice_farm.torch_source.ingest import TorchSource, ingest_torch
+from ondevice_farm.torch_source.routes import export_check, route_study
 
 from .architectures import save_exported, save_traced
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.errors import UsageError
-from farm.profiles import load_profiles
-from farm.targets import Target, parse_targets, with_torch_routes
-from farm.torch_source.runtime import import_torch
+from ondevice_farm.errors import UsageError
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm.targets import Target, parse_targets, with_torch_routes
+from ondevice_farm.torch_source.runtime import import_torch
 
 from ..core.conftest import farm
 
@@ -22,7 +22,7 @@ def test_missing_torch_names_the_cpu_wheel(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(UsageError) as raised:
         import_torch()
     assert "torch, which is not installed" in raised.value.message
-    assert "farm[torch]" in raised.value.hint and "whl/cpu" in raised.value.hint
+    assert "ondevice-farm[torch]" in raised.value.hint and "whl/cpu" in raised.value.hint
 
 
 def test_submit_of_a_checkpoint_without_torch_is_one_clear_line(

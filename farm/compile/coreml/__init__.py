@@ -1,7 +1,7 @@
 """CoreML targets: ONNX lowered onto coremltools' MIL, an .mlpackage artifact, its compile
 report, and a host MIL executor that predicts the fp16 drift.
 
-coremltools is imported only inside the functions that need it (extra `farm[coreml]`).
+coremltools is imported only inside the functions that need it (extra `ondevice-farm[coreml]`).
 
     onnx_graph  load/check the ONNX model        fold      constant subgraphs folded
     table       op type -> lowering function     lower_*   one function per ONNX op
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from farm.compile.coreml.convert import CoreMLOptions, compile_coreml, list_unsupported
-from farm.compile.coreml.drift import PREDICTION_NOTE, predict_drift
-from farm.compile.coreml.fold import fold_constants
-from farm.compile.coreml.onnx_graph import load_onnx
+from ondevice_farm.compile.coreml.convert import CoreMLOptions, compile_coreml, list_unsupported
+from ondevice_farm.compile.coreml.drift import PREDICTION_NOTE, predict_drift
+from ondevice_farm.compile.coreml.fold import fold_constants
+from ondevice_farm.compile.coreml.onnx_graph import load_onnx
 
 
 def unsupported_ops(model_path: Path) -> list[tuple[str, str]]:

@@ -16,28 +16,28 @@ from typing import Any
 
 import onnx
 
-from farm.compile.coreml.fold import FoldedGraph, fold_constants
-from farm.compile.coreml.lowering import (
+from ondevice_farm.compile.coreml.fold import FoldedGraph, fold_constants
+from ondevice_farm.compile.coreml.lowering import (
     LoweredProgram,
     LoweringFailed,
     NotLowerable,
     Unlowered,
     lower_graph,
 )
-from farm.compile.coreml.onnx_graph import (
+from ondevice_farm.compile.coreml.onnx_graph import (
     MAX_OPSET,
     MIN_OPSET,
     default_opset,
     load_onnx,
     with_input_shapes,
 )
-from farm.compile.coreml.precision import INT8_NOTE, mil_op_precision, weight_bytes
-from farm.compile.coreml.quantization import (
+from ondevice_farm.compile.coreml.precision import INT8_NOTE, mil_op_precision, weight_bytes
+from ondevice_farm.compile.coreml.quantization import (
     DEFAULT_QUANTIZATION,
     QUANTIZATION_MODES,
     QuantizationPlan,
 )
-from farm.compile.coreml.report import (
+from ondevice_farm.compile.coreml.report import (
     FP16_NOTE,
     PLACEMENT_NOTE,
     mil_casts,
@@ -48,13 +48,13 @@ from farm.compile.coreml.report import (
     spec_precision,
     tree_sha256,
 )
-from farm.compile.coreml.table import lowering_table
-from farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
-from farm.compile.io_names import Feature, IoNameMap, save_io_names
-from farm.compile.precision import precision_of, source_op_precision
-from farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
-from farm.errors import CompileError, ModelError, UsageError, install_hint
-from farm.targets import COREML_COMPUTE_UNITS, Target
+from ondevice_farm.compile.coreml.table import lowering_table
+from ondevice_farm.compile.coreml.unsupported import describe_unsupported, find_unsupported
+from ondevice_farm.compile.io_names import Feature, IoNameMap, save_io_names
+from ondevice_farm.compile.precision import precision_of, source_op_precision
+from ondevice_farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
+from ondevice_farm.errors import CompileError, ModelError, UsageError, install_hint
+from ondevice_farm.targets import COREML_COMPUTE_UNITS, Target
 
 PRECISIONS = ("fp16", "fp32")
 DEFAULT_PRECISION = "fp16"
@@ -397,7 +397,7 @@ def _take_package(source: Path, target: Target, package: Path, compute_units: st
 def _add_placement(report: CompileReport, package: Path, compute_units: str) -> None:
     if sys.platform != "darwin":
         return
-    from farm.compile.coreml.placement import compute_plan
+    from ondevice_farm.compile.coreml.placement import compute_plan
 
     plan = compute_plan(package, compute_units)
     report.placement = plan.device_counts

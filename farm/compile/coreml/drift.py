@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.compile.coreml.convert import (
+from ondevice_farm.compile.coreml.convert import (
     DEFAULT_DEPLOYMENT_TARGET,
     CoreMLOptions,
     convert_program,
@@ -21,9 +21,9 @@ from farm.compile.coreml.convert import (
     lower_checked,
     prepare_graph,
 )
-from farm.compile.coreml.executor import ExecutorError, run_program
-from farm.compile.coreml.quantization import DEFAULT_QUANTIZATION
-from farm.errors import CompileError, ModelError, UsageError
+from ondevice_farm.compile.coreml.executor import ExecutorError, run_program
+from ondevice_farm.compile.coreml.quantization import DEFAULT_QUANTIZATION
+from ondevice_farm.errors import CompileError, ModelError, UsageError
 
 #: what a report should say beside numbers that come from predict_drift()
 PREDICTION_NOTE = (

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.compile.coreml.kernels import KERNELS
+from ondevice_farm.compile.coreml.kernels import KERNELS
 
 
 class ExecutorError(Exception):

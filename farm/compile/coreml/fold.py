@@ -16,7 +16,13 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from farm.compile.coreml.onnx_graph import Dim, TensorInfo, default_opset, graph_inputs, graph_outputs
+from ondevice_farm.compile.coreml.onnx_graph import (
+    Dim,
+    TensorInfo,
+    default_opset,
+    graph_inputs,
+    graph_outputs,
+)
 
 #: ops whose output is not a function of their inputs: never folded
 _NONDETERMINISTIC = frozenset(

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from farm.compile.coreml.kernels_index import INDEX_KERNELS
-from farm.compile.coreml.kernels_quant import QUANT_KERNELS
+from ondevice_farm.compile.coreml.kernels_index import INDEX_KERNELS
+from ondevice_farm.compile.coreml.kernels_quant import QUANT_KERNELS
 
 Args = dict[str, Any]
 Kernel = Callable[[Args], list[np.ndarray]]

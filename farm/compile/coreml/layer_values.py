@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from farm.compile.coreml.convert import CoreMLOptions, convert_program, lower_checked, prepare_graph
-from farm.compile.coreml.executor import ExecutorError, run_program
-from farm.compile.coreml.lowering import mil_name
-from farm.errors import CompileError, UsageError
+from ondevice_farm.compile.coreml.convert import CoreMLOptions, convert_program, lower_checked, prepare_graph
+from ondevice_farm.compile.coreml.executor import ExecutorError, run_program
+from ondevice_farm.compile.coreml.lowering import mil_name
+from ondevice_farm.errors import CompileError, UsageError
 
 _CAST_SUFFIXES = ("_cast_fp16", "_cast_fp32")
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.compile.coreml.lowering import MIL_DTYPES, LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.lowering import MIL_DTYPES, LowerFn, Lowering, NotLowerable
 
 
 def _unary(mil_op: str) -> LowerFn:

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.compile.coreml.lower_elementwise import binary_operands
-from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.lower_elementwise import binary_operands
+from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
 def is_static_dim(dim: Any) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
 def conv_padding(attrs: dict[str, Any], spatial: int) -> tuple[str, list[int]]:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
 def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
-from farm.compile.coreml.quantization import QuantizedWeight, along, dequantize_array
+from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.quantization import QuantizedWeight, along, dequantize_array
 
 _EIGHT_BIT = (np.int8, np.uint8)
 

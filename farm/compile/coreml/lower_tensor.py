@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 _INT32_MIN = int(np.iinfo(np.int32).min)

@@ -18,9 +18,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from farm.compile.coreml.fold import FoldedGraph
-from farm.compile.coreml.onnx_graph import as_mil_array, node_attrs, node_label
-from farm.compile.coreml.quantization import QuantizationPlan, QuantizedWeight, constexpr_weight
+from ondevice_farm.compile.coreml.fold import FoldedGraph
+from ondevice_farm.compile.coreml.onnx_graph import as_mil_array, node_attrs, node_label
+from ondevice_farm.compile.coreml.quantization import QuantizationPlan, QuantizedWeight, constexpr_weight
 
 
 class NotLowerable(Exception):

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from farm.errors import ModelError
+from ondevice_farm.errors import ModelError
 
 #: the opsets the lowering is written and tested against
 MIN_OPSET = 13

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.compile.precision import CONVERSIONS, PrecisionByGroup, op_group, summarise
+from ondevice_farm.compile.precision import CONVERSIONS, PrecisionByGroup, op_group, summarise
 
 INT8_NOTE = (
     "int8 in the op precision of a CoreML target means W8A8 in the ML Program (8-bit weights, "

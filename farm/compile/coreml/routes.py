@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from farm.compile.report import CompiledArtifact
-from farm.targets import Target
+from ondevice_farm.compile.report import CompiledArtifact
+from ondevice_farm.targets import Target
 
 ROUTE_LABELS = {"onnx": "ONNX route (farm lowering)", "torch": "PyTorch route (coremltools frontend)"}
 

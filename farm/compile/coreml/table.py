@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
-from farm.compile.coreml.lower_index import INDEX_LOWERINGS
-from farm.compile.coreml.lower_nn import NN_LOWERINGS
-from farm.compile.coreml.lower_norm import NORM_LOWERINGS
-from farm.compile.coreml.lower_quant import QUANT_LOWERINGS
-from farm.compile.coreml.lower_tensor import TENSOR_LOWERINGS
-from farm.compile.coreml.lowering import LowerFn
+from ondevice_farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
+from ondevice_farm.compile.coreml.lower_index import INDEX_LOWERINGS
+from ondevice_farm.compile.coreml.lower_nn import NN_LOWERINGS
+from ondevice_farm.compile.coreml.lower_norm import NORM_LOWERINGS
+from ondevice_farm.compile.coreml.lower_quant import QUANT_LOWERINGS
+from ondevice_farm.compile.coreml.lower_tensor import TENSOR_LOWERINGS
+from ondevice_farm.compile.coreml.lowering import LowerFn
 
 
 def lowering_table() -> dict[str, LowerFn]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from farm.compile.coreml.convert import (
+from ondevice_farm.compile.coreml.convert import (
     DEFAULT_DEPLOYMENT_TARGET,
     DEFAULT_PRECISION,
     PACKAGE_NAME,
@@ -32,7 +32,7 @@ from farm.compile.coreml.convert import (
     import_coremltools,
     quiet_coremltools,
 )
-from farm.compile.coreml.report import (
+from ondevice_farm.compile.coreml.report import (
     FP16_NOTE,
     PLACEMENT_NOTE,
     mil_casts,
@@ -40,12 +40,12 @@ from farm.compile.coreml.report import (
     spec_io,
     tree_sha256,
 )
-from farm.compile.report import CompiledArtifact, CompileReport
-from farm.errors import CompileError, UsageError
-from farm.targets import COREML_COMPUTE_UNITS, Target
-from farm.torch_source.checkpoint import TorchCheckpoint
-from farm.torch_source.onnx_export import output_names
-from farm.torch_source.runtime import import_torch
+from ondevice_farm.compile.report import CompiledArtifact, CompileReport
+from ondevice_farm.errors import CompileError, UsageError
+from ondevice_farm.targets import COREML_COMPUTE_UNITS, Target
+from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
+from ondevice_farm.torch_source.onnx_export import output_names
+from ondevice_farm.torch_source.runtime import import_torch
 
 
 @dataclass

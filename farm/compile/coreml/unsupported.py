@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.compile.coreml.fold import FoldedGraph
-from farm.compile.coreml.lowering import NO_LOWERING, LowerFn, Unlowered
-from farm.compile.coreml.onnx_graph import node_label
+from ondevice_farm.compile.coreml.fold import FoldedGraph
+from ondevice_farm.compile.coreml.lowering import NO_LOWERING, LowerFn, Unlowered
+from ondevice_farm.compile.coreml.onnx_graph import node_label
 
 
 def find_unsupported(graph: FoldedGraph, table: dict[str, LowerFn]) -> list[Unlowered]:

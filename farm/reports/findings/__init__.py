@@ -5,19 +5,19 @@ order, and `find` ranks what they say by weight (how much of the difference it e
 
 from __future__ import annotations
 
-from farm.reports.compare import Comparison
-from farm.reports.findings.base import Finding, Rule
-from farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
-from farm.reports.findings.jobs import job_failed
-from farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
-from farm.reports.findings.numerics import (
+from ondevice_farm.reports.compare import Comparison
+from ondevice_farm.reports.findings.base import Finding, Rule
+from ondevice_farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
+from ondevice_farm.reports.findings.jobs import job_failed
+from ondevice_farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
+from ondevice_farm.reports.findings.numerics import (
     reduced_precision,
     reference_failed,
     reference_not_compared,
     topk_disagreement,
 )
-from farm.reports.findings.placement import cpu_fallbacks, many_partitions
-from farm.reports.findings.routes import route_divergence
+from ondevice_farm.reports.findings.placement import cpu_fallbacks, many_partitions
+from ondevice_farm.reports.findings.routes import route_divergence
 
 RULES: tuple[Rule, ...] = (
     job_failed,

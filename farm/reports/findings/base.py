@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from farm.reports.compare import Comparison
+from ondevice_farm.reports.compare import Comparison
 
 
 @dataclass(frozen=True)

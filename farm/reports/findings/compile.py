@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.compile.precision import dominant
-from farm.reports.compare import Comparison, fusion_differences
-from farm.reports.findings.base import Finding
+from ondevice_farm.compile.precision import dominant
+from ondevice_farm.reports.compare import Comparison, fusion_differences
+from ondevice_farm.reports.findings.base import Finding
 
 
 def fusion_only_on(comparison: Comparison) -> list[Finding]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from farm.reports.compare import Comparison
-from farm.reports.findings.base import Finding
+from ondevice_farm.reports.compare import Comparison
+from ondevice_farm.reports.findings.base import Finding
 
 
 def job_failed(comparison: Comparison) -> list[Finding]:

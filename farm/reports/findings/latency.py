@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.analysis.sessions import spread_warnings
-from farm.reports.compare import Comparison
-from farm.reports.findings.base import Finding, pct
+from ondevice_farm.analysis.sessions import spread_warnings
+from ondevice_farm.reports.compare import Comparison
+from ondevice_farm.reports.findings.base import Finding, pct
 
 #: a coefficient of variation above this makes a p50 comparison shaky
 UNSTABLE_CV = 0.15

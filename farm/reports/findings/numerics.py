@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.analysis.reference_state import FAILED, NOT_COMPARED, reference_state
-from farm.reports.compare import Column, Comparison
-from farm.reports.findings.base import Finding
+from ondevice_farm.analysis.reference_state import FAILED, NOT_COMPARED, reference_state
+from ondevice_farm.reports.compare import Column, Comparison
+from ondevice_farm.reports.findings.base import Finding
 
 #: what rounding alone allows: fp16 keeps 11 significant bits (about 66 dB for one rounding);
 #: accumulated error in a deep graph brings that down, so below this floor something else is wrong

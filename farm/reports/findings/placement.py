@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from farm.reports.compare import Comparison
-from farm.reports.findings.base import Finding, pct
-from farm.reports.provenance import time_caveat
+from ondevice_farm.reports.compare import Comparison
+from ondevice_farm.reports.findings.base import Finding, pct
+from ondevice_farm.reports.provenance import time_caveat
 
 #: a graph split into more pieces than this pays a hand-over at each border
 MANY_PARTITIONS = 3

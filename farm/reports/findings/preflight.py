@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from farm.reports.findings.base import Finding
+from ondevice_farm.reports.findings.base import Finding
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from farm.reports.compare import Comparison
-from farm.reports.findings.base import Finding
+from ondevice_farm.reports.compare import Comparison
+from ondevice_farm.reports.findings.base import Finding
 
 
 def _worst_snr(predicted: dict[str, Any] | None) -> float | None:
