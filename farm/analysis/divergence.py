@@ -190,6 +190,9 @@ def _sample(points: Sequence[LayerPoint], budget: int) -> list[int]:
     return sorted({round(i * step) for i in range(budget)})
 
 
+Measure = Callable[[list[LayerPoint]], list[LayerError]]
+
+
 def find_divergence(
     points: Sequence[LayerPoint],
     reference: dict[str, np.ndarray],
@@ -200,11 +203,22 @@ def find_divergence(
 ) -> tuple[list[LayerError], LayerError | None, str, int]:
     """(curve, first divergent layer, method, runs of the target) for a target reached through
     `probe` (tensor names -> the target's values for them, one run per call)."""
+
+    def measure(chosen: list[LayerPoint]) -> list[LayerError]:
+        return compare_layers(chosen, reference, probe([p.tensor for p in chosen]), snr_floor_db)
+
+    return search_divergence(points, measure, budget=budget)
+
+
+def search_divergence(
+    points: Sequence[LayerPoint], measure: Measure, *, budget: int = DEFAULT_LAYER_BUDGET
+) -> tuple[list[LayerError], LayerError | None, str, int]:
+    """The search behind `find_divergence`, for a target that reports each layer's error itself
+    (`measure`: the layers asked for -> their errors, one run of the target per call)."""
     if budget < 2:
         raise ValueError("a layer budget below 2 cannot bracket a divergence")
     chosen = _sample(points, budget)
-    sampled = [points[i] for i in chosen]
-    curve = compare_layers(sampled, reference, probe([p.tensor for p in sampled]), snr_floor_db)
+    curve = measure([points[i] for i in chosen])
     runs = 1
     first = next((layer for layer in curve if layer.diverged), None)
     if len(chosen) == len(points) or first is None:
@@ -215,8 +229,7 @@ def find_divergence(
     low = max(earlier) if earlier else -1
     while high - low > 1:
         middle = (low + high) // 2
-        point = points[middle]
-        errors = compare_layers([point], reference, probe([point.tensor]), snr_floor_db)
+        errors = measure([points[middle]])
         runs += 1
         if errors and errors[0].diverged:
             high, first = middle, errors[0]

@@ -41,18 +41,21 @@ class LayerPoint:
     elem_type: int = TensorProto.FLOAT
 
 
-def _float_value_types(model: onnx.ModelProto) -> dict[str, int]:
+def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # a model shape inference cannot walk still runs; types come from the outputs only
         inferred = model
     graph = inferred.graph
-    types: dict[str, int] = {}
-    for value in [*graph.value_info, *graph.output, *graph.input]:
-        elem = value.type.tensor_type.elem_type
-        if elem:
-            types[value.name] = elem
-    return types
+    return {
+        value.name: value
+        for value in [*graph.value_info, *graph.output, *graph.input]
+        if value.type.tensor_type.elem_type
+    }
+
+
+def _float_value_types(model: onnx.ModelProto) -> dict[str, int]:
+    return {name: value.type.tensor_type.elem_type for name, value in _value_infos(model).items()}
 
 
 def layer_points(model: onnx.ModelProto) -> list[LayerPoint]:
@@ -120,7 +123,8 @@ def with_outputs(
     """A copy of `model` whose graph outputs also list `tensors` (those it produces).
     `known_types` (name -> element type, e.g. from the source graph) serve where shape inference
     cannot walk this graph (an optimised graph with contrib ops)."""
-    types = {**(known_types or {}), **_float_value_types(model)}
+    infos = _value_infos(model)
+    types = {**(known_types or {}), **{n: v.type.tensor_type.elem_type for n, v in infos.items()}}
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     if fp16_storage:
@@ -129,7 +133,12 @@ def with_outputs(
     present = {output.name for output in copy.graph.output}
     for name in tensors:
         if name in produced and name not in present and name in types:
-            copy.graph.output.append(helper.make_tensor_value_info(name, types[name], None))
+            # with its inferred shape where known: a model's outputs need one for onnx.checker
+            inferred = infos.get(name)
+            if inferred is not None and inferred.type.tensor_type.HasField("shape"):
+                copy.graph.output.append(inferred)
+            else:
+                copy.graph.output.append(helper.make_tensor_value_info(name, types[name], None))
             present.add(name)
     return copy
 

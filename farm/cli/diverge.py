@@ -41,6 +41,14 @@ from ondevice_farm.cli.output import json_default
     metavar="TARGETS",
     help="Also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
 )
+@click.option(
+    "--on-device",
+    is_flag=True,
+    help="Measure the ONNX Runtime jobs on their own devices (phones, boards): one more run each, "
+    "of the model with its intermediate tensors exposed.",
+)
+@click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (with --on-device).")
+@click.option("--address", help="Ray cluster address for --on-device (default: an embedded local Ray).")
 @click.option("--json", "as_json", is_flag=True, help="Print the curves as one JSON document on stdout.")
 @click.pass_obj
 @handles_errors
@@ -51,10 +59,14 @@ def diverge(
     budget: int,
     predict: str | None,
     html_path: Path | None,
+    on_device: bool,
+    adb: tuple[str, ...],
+    address: str | None,
     as_json: bool,
 ) -> None:
     """Per-layer error against the host reference for each job of RUN, and the first layer out of
-    tolerance: measured for host jobs, predicted for CoreML and fp16 phone jobs."""
+    tolerance: measured for host jobs (and with --on-device for phone jobs), predicted for CoreML
+    and fp16 phone jobs."""
     from ondevice_farm.cli.runs import load_run, open_store
     from ondevice_farm.reports.document import build_report
 
@@ -67,6 +79,10 @@ def diverge(
         predict_precision=False,
         layers=layer_request(state, budget, predict),
     )
+    if on_device:
+        from ondevice_farm.cli.device_layers import measure_on_devices
+
+        measure_on_devices(state, run, built, budget=budget, adb=adb, address=address)
     if html_path is not None:
         from ondevice_farm.reports.html import render_report
 

@@ -40,7 +40,7 @@ def print_layers(console: Console, curves: list[DivergenceCurve], missing: dict[
     for curve in curves:
         console.print(f"[bold]{curve.label}[/bold]: {curve.finding()}", highlight=False)
         console.print(
-            f"  {curve.source}; {curve.method}, {curve.runs} run(s); "
+            f"  {curve.source}; {curve.method}, {curve.runs} run(s) of the target; "
             f"tolerance SNR >= {curve.snr_floor_db:g} dB",
             style="dim",
             highlight=False,

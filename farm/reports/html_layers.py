@@ -16,7 +16,7 @@ def _method(curve: DivergenceCurve) -> str:
         "sampled": "layers sampled evenly in one run",
         "bisection": "layers sampled, then bisection",
     }.get(curve.method, curve.method)
-    return f"{how}; {curve.runs} run(s) including the reference's"
+    return f"{how}; {curve.runs} run(s) of the target, plus the host reference's"
 
 
 def _rows(curve: DivergenceCurve) -> list[list[str]]:

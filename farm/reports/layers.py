@@ -90,7 +90,7 @@ def _probe_for(
         return _fp16_probe(model, inputs), "predicted", PREDICTED_NOTE
     return (
         f"{column.device} is not this host: its intermediates need the device "
-        "(run `farm diverge` where the unit is attached)"
+        "(`farm diverge RUN --on-device` measures it there)"
     )
 
 
@@ -107,7 +107,7 @@ def prediction_precision(target: str) -> str:
     return "fp32" if target == "coreml/cpu" else "fp16"
 
 
-def _snr_floor_db(target: str, precision: str | None) -> float:
+def snr_floor_db(target: str, precision: str | None) -> float:
     """The SNR floor the output check uses for this target and precision: the layer check and
     the output check agree on what "tolerance" means."""
     try:
@@ -148,7 +148,7 @@ def layer_curves(
         label: str, target: str, precision: str | None, found: tuple[Probe, str, str], backend: str | None
     ) -> None:
         probe, source, note = found
-        floor = _snr_floor_db(target, precision)
+        floor = snr_floor_db(target, precision)
         try:
             with _quiet_numpy():
                 layers, first, method, runs = find_divergence(points, reference, probe, floor, budget=budget)
@@ -162,7 +162,7 @@ def layer_curves(
                 precision=precision,
                 source=source,
                 method=method,
-                runs=runs + 1,  # the reference's own run
+                runs=runs,
                 snr_floor_db=floor,
                 layers=layers,
                 first=first,

@@ -161,3 +161,30 @@ def test_a_provider_the_runner_lacks_fails_the_job_with_the_runners_reason(
         agent.run(unit, request)
     assert "the native runner failed at load: appending XNNPACK" in str(failed.value)
     assert "not supported in this build" in str(failed.value)
+
+
+def test_farm_diverge_on_device_measures_a_phone_jobs_layers(
+    native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
+) -> None:
+    """A phone job has no per-layer curve from the host; `--on-device` runs the model once more on
+    that unit, its intermediates exposed, and the curve comes back measured there."""
+    result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address)
+    assert result.exit_code == 0, result.stderr
+    run_id = json.loads(result.stdout)["run_id"]
+    base = ["--home", str(tmp_path / "home"), "--profiles-dir", str(tmp_path / "profiles"), "diverge", run_id]
+    env = {"FARM_ADB_KEY": str(pixel8_peer.key_path)}
+    without = CliRunner().invoke(cli, [*base, "--json"], env=env, catch_exceptions=False)
+    assert without.exit_code == 0, without.stderr
+    assert "need the device" in json.loads(without.stdout)["missing"]["pixel8 ort/cpu"]
+
+    done = CliRunner().invoke(
+        cli, [*base, "--on-device", "--adb", pixel8_peer.address, "--json"], env=env, catch_exceptions=False
+    )
+    assert done.exit_code == 0, done.stderr
+    layers = json.loads(done.stdout)
+    (curve,) = [c for c in layers["curves"] if c["label"] == "pixel8 ort/cpu"]
+    assert curve["source"] == "measured" and curve["method"] == "all" and curve["runs"] == 1
+    assert "exposed as outputs" in curve["note"] and not layers["missing"]
+    # fp32 CPU kernels on the unit: every intermediate tensor it returned stays near the reference
+    assert len(curve["layers"]) > 20 and curve["first_divergent"] is None
+    assert all(layer["snr_db"] is not None and layer["snr_db"] > 80 for layer in curve["layers"])
