@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,18 @@ def reference_outputs(
     model_path: Path, model_sha256: str, inputs: dict[str, np.ndarray], cache_dir: Path
 ) -> dict[str, np.ndarray]:
     cached = cache_dir / f"{model_sha256}-{inputs_digest(inputs)[:32]}.npz"
+    return cached_outputs(cached, lambda: _run_reference(model_path, inputs))
+
+
+def cached_outputs(cached: Path, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """`compute()`'s outputs, kept in `cached` (.npz, read without pickles, written whole through a
+    rename) so that the next call with the same model and inputs reads them instead."""
     if cached.exists():
         with np.load(cached, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    outputs = _run_reference(model_path, inputs)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".npz")
+    outputs = compute()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cached.parent, suffix=".npz")
     with os.fdopen(fd, "wb") as handle:
         np.savez(handle, **outputs)  # type: ignore[arg-type]
     os.replace(tmp, cached)

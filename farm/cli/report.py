@@ -107,13 +107,13 @@ def report(
     console.print(side_by_side_table(built.columns))
     source = (run.get("model") or {}).get("source")
     if source:
-        from ondevice_farm.reports.routes import print_source, routes_table
+        from ondevice_farm.reports.routes import print_routes_table, print_source, routes_table
 
         print_source(console, source)
         if "error" in (source.get("routes") or {}):
             console.print(f"  CoreML routes not compared: {source['routes']['error']}")
         else:
-            console.print(routes_table(source.get("routes") or {}, source.get("export_check")))
+            print_routes_table(console, routes_table(source.get("routes") or {}, source.get("export_check")))
     if not built.findings:
         console.print("no differences worth naming")
     for index, finding in enumerate(built.findings, start=1):

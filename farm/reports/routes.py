@@ -59,6 +59,7 @@ def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = No
         "MIL ops",
         "casts",
         "precision",
+        "outputs",
         "KiB",
         "worst SNR dB",
         "max |err|",
@@ -74,6 +75,7 @@ def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = No
             "-",
             "fp32",
             "-",
+            "-",
             _worst(outputs, "snr_db", min) + " (measured)",
             _worst(outputs, "max_abs", max),
             "",
@@ -85,9 +87,18 @@ def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = No
     return table
 
 
+def print_routes_table(console: Console, table: Table) -> None:
+    """The routes table, dealt over narrower tables that repeat the route where it is wider than
+    the terminal (as the run summary is), so no cell is cut."""
+    from ondevice_farm.reports.fit import fit_table
+
+    for part in fit_table(console, table, console.width, keep=1):
+        console.print(part)
+
+
 def print_routes(console: Console, backend: str, comparison: dict[str, Any]) -> None:
     """`farm compile`: both routes of one backend, and the op types whose counts differ."""
-    console.print(routes_table(comparison))
+    print_routes_table(console, routes_table(comparison))
     for key in ("onnx", "torch"):
         for line in comparison[key].get("refusals") or []:
             console.print(f"  [yellow]coremltools refused[/yellow] {line}")

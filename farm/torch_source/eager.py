@@ -7,15 +7,13 @@ reference. Outputs are named like the ONNX export's (`output`, `output_0`, ...),
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ondevice_farm.errors import ModelError
-from ondevice_farm.reference import inputs_digest
+from ondevice_farm.reference import cached_outputs, inputs_digest
 from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 from ondevice_farm.torch_source.onnx_export import output_names
 from ondevice_farm.torch_source.runtime import import_torch
@@ -49,14 +47,9 @@ def eager_reference(
 ) -> dict[str, np.ndarray]:
     """Eager outputs by export output name, cached by checkpoint hash and inputs."""
     cached = cache_dir / f"torch-{checkpoint.sha256}-{inputs_digest(inputs)[:32]}.npz"
-    if cached.exists():
-        with np.load(cached, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    values = run_eager(checkpoint, inputs)
-    outputs = dict(zip(output_names(len(values)), values, strict=True))
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".npz")
-    with os.fdopen(fd, "wb") as handle:
-        np.savez(handle, **outputs)  # type: ignore[arg-type]
-    os.replace(tmp, cached)
-    return outputs
+
+    def compute() -> dict[str, np.ndarray]:
+        values = run_eager(checkpoint, inputs)
+        return dict(zip(output_names(len(values)), values, strict=True))
+
+    return cached_outputs(cached, compute)

@@ -71,7 +71,7 @@ def test_submit_a_checkpoint_and_report_both_routes(tmp_path: Path) -> None:
     report = farm_process(home, "report", run["run_id"], "--html", str(page), timeout_s=240)
     assert report.returncode == 0, report.stderr
     for row in ("ONNX export on ORT CPU", "ONNX route (farm lowering)", "PyTorch route (coremltools"):
-        assert row in report.stdout
+        assert row in report.stdout, report.stdout
     assert "(predicted)" in report.stdout and "(measured)" in report.stdout
     html = page.read_text(encoding="utf-8")
     assert 'id="routes"' in html and "PyTorch route (coremltools frontend)" in html
