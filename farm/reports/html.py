@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ondevice_farm.reports import html_layers, html_sustained
+from ondevice_farm.reports import html_layers, html_numerics, html_sustained
 from ondevice_farm.reports import html_sections as sections
 from ondevice_farm.reports.document import Report, build_report
 from ondevice_farm.reports.html_sections import e
@@ -53,7 +53,7 @@ def render_report(report: Report) -> str:
         ("placement", "Where the time goes", sections.placement(report)),
         ("provenance", "How each figure was obtained", sections.provenance(report.columns)),
         ("compile", "Compile: op types before -> after", sections.compile(report.columns)),
-        ("numerics", "Numerics per output", sections.numerics(report)),
+        ("numerics", "Numerics per output", html_numerics.numerics(report)),
         ("alignment", "Op-level alignment", sections.alignment(report)),
         ("preflight", "Pre-flight prediction vs the device", sections.preflight(report)),
     ]
