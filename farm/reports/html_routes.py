@@ -6,6 +6,7 @@ from html import escape
 from typing import Any
 
 from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
+from ondevice_farm.reports.routes import ROUTE_COLUMNS
 
 
 def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:
@@ -30,17 +31,7 @@ def routes_section(source: dict[str, Any]) -> str:
     study = source.get("routes") or {}
     if "error" in study:
         return intro + f'<p class="muted">CoreML routes not compared: {escape(study["error"])}</p>'
-    head = [
-        "route",
-        "frontend",
-        "MIL ops",
-        "casts",
-        "precision",
-        "outputs",
-        "KiB",
-        "worst SNR dB",
-        "max |err|",
-    ]
+    head = list(ROUTE_COLUMNS)
     rows = []
     check = (source.get("export_check") or {}).get("outputs")
     if check is not None:

@@ -49,22 +49,25 @@ def _route_row(name: str, summary: dict[str, Any], predicted: dict[str, Any] | N
     ]
 
 
+#: the columns both views of the routes comparison show (the terminal adds the top ops)
+ROUTE_COLUMNS = (
+    "route",
+    "frontend",
+    "MIL ops",
+    "casts",
+    "precision",
+    "outputs",
+    "KiB",
+    "worst SNR dB",
+    "max |err|",
+)
+
+
 def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = None) -> Table:
     table = Table(
         title="One checkpoint, two CoreML routes (against PyTorch eager fp32)", title_justify="left"
     )
-    for column in (
-        "route",
-        "frontend",
-        "MIL ops",
-        "casts",
-        "precision",
-        "outputs",
-        "KiB",
-        "worst SNR dB",
-        "max |err|",
-        "top ops",
-    ):
+    for column in (*ROUTE_COLUMNS, "top ops"):
         table.add_column(column, justify="left" if column in ("route", "frontend", "top ops") else "right")
     if export_check is not None:
         outputs = export_check.get("outputs")
