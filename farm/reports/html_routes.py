@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
-from ondevice_farm.reports.routes import ROUTE_COLUMNS
+from ondevice_farm.reports.routes import ROUTE_COLUMNS, export_row
 
 
 def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:
@@ -35,21 +35,7 @@ def routes_section(source: dict[str, Any]) -> str:
     rows = []
     check = (source.get("export_check") or {}).get("outputs")
     if check is not None:
-        rows.append(
-            _row(
-                [
-                    "ONNX export on ORT CPU",
-                    "onnx",
-                    "-",
-                    "-",
-                    "fp32",
-                    "-",
-                    "-",
-                    _worst(check, "snr_db", min) + " (measured)",
-                    _worst(check, "max_abs", max),
-                ]
-            )
-        )
+        rows.append(_row(export_row(check)))
     predicted = study.get("predicted") or {}
     for key in ("onnx", "torch"):
         summary = study.get(key)

@@ -63,6 +63,21 @@ ROUTE_COLUMNS = (
 )
 
 
+def export_row(outputs: dict[str, Any] | None) -> list[str]:
+    """The ONNX export's own row (ORT CPU against eager, measured), in ROUTE_COLUMNS order."""
+    return [
+        "ONNX export on ORT CPU",
+        "onnx",
+        "-",
+        "-",
+        "fp32",
+        "-",
+        "-",
+        _worst(outputs, "snr_db", min) + " (measured)",
+        _worst(outputs, "max_abs", max),
+    ]
+
+
 def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = None) -> Table:
     table = Table(
         title="One checkpoint, two CoreML routes (against PyTorch eager fp32)", title_justify="left"
@@ -70,19 +85,7 @@ def routes_table(study: dict[str, Any], export_check: dict[str, Any] | None = No
     for column in (*ROUTE_COLUMNS, "top ops"):
         table.add_column(column, justify="left" if column in ("route", "frontend", "top ops") else "right")
     if export_check is not None:
-        outputs = export_check.get("outputs")
-        table.add_row(
-            "ONNX export on ORT CPU",
-            "onnx",
-            "-",
-            "-",
-            "fp32",
-            "-",
-            "-",
-            _worst(outputs, "snr_db", min) + " (measured)",
-            _worst(outputs, "max_abs", max),
-            "",
-        )
+        table.add_row(*export_row(export_check.get("outputs")), "")
     predicted = study.get("predicted") or {}
     for key in ("onnx", "torch"):
         if key in study:
