@@ -13,8 +13,10 @@ Settings (`AgentSettings.extra`, all optional): `battery_dir` (default
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from ondevice_farm.errors import UsageError
 from ondevice_farm_agents.android.device_paths import q
 from ondevice_farm_agents.android.thermal import parse_battery
 
@@ -25,8 +27,10 @@ DEFAULT_ENERGY_IDLE_S = 3.0
 DEFAULT_ENERGY_MIN_ACTIVE_S = 3.0
 #: a fuel gauge updates every few hundred ms at best; 50 ms oversamples it cheaply
 DEFAULT_ENERGY_SAMPLE_MS = 50.0
-#: a pause after the warm-up, before the idle window, that is part of neither window
-DEFAULT_ENERGY_SETTLE_S = 0.5
+#: a pause after the warm-up, before the idle window, part of neither window: ORT's intra-op
+#: workers keep spinning for a few hundred ms after a run (measured: ~0.35 s on the ADB peer)
+DEFAULT_ENERGY_SETTLE_S = 1.0
+MAX_ENERGY_S = 3600.0
 _SYSFS_MARK = "__farm_battery_sysfs__"
 #: android.os.BatteryManager.BATTERY_STATUS_CHARGING
 STATUS_CHARGING = "2"
@@ -49,12 +53,27 @@ class EnergySettings:
 
     @classmethod
     def from_extra(cls, extra: dict[str, str]) -> EnergySettings:
+        """From `AgentSettings.extra` (at the CLI: `FARM_AGENT_ENERGY_IDLE_S` and so on)."""
+
+        def seconds(key: str, default: float, least: float) -> float:
+            text = extra.get(key, str(default))
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if not least <= value <= MAX_ENERGY_S:
+                raise UsageError(
+                    f"{key} must be a number from {least:g} to {MAX_ENERGY_S:g}, not {text!r}",
+                    hint=f"FARM_AGENT_{key.upper()}",
+                )
+            return value
+
         return cls(
             battery_dir=extra.get("battery_dir", DEFAULT_BATTERY_DIR),
-            idle_s=float(extra.get("energy_idle_s", DEFAULT_ENERGY_IDLE_S)),
-            min_active_s=float(extra.get("energy_min_active_s", DEFAULT_ENERGY_MIN_ACTIVE_S)),
-            sample_ms=float(extra.get("energy_sample_ms", DEFAULT_ENERGY_SAMPLE_MS)),
-            settle_s=float(extra.get("energy_settle_s", DEFAULT_ENERGY_SETTLE_S)),
+            idle_s=seconds("energy_idle_s", DEFAULT_ENERGY_IDLE_S, 0.0),
+            min_active_s=seconds("energy_min_active_s", DEFAULT_ENERGY_MIN_ACTIVE_S, 0.0),
+            sample_ms=seconds("energy_sample_ms", DEFAULT_ENERGY_SAMPLE_MS, 1.0),
+            settle_s=seconds("energy_settle_s", DEFAULT_ENERGY_SETTLE_S, 0.0),
         )
 
     def runner_args(self) -> list[str]:

@@ -35,7 +35,7 @@ struct Options {
   double energy_min_active_s = 3;
   double energy_sample_ms = 50;
   //: a pause before the idle window that is not part of it (the warm-up's load fading)
-  double energy_settle_s = 0.5;
+  double energy_settle_s = 1;
   bool version_only = false;
 };
 
