@@ -17,6 +17,7 @@ import numpy as np
 from ondevice_farm.analysis.profile_runs import profiled_run_count, record_profile
 from ondevice_farm.errors import DeviceError, UsageError
 from ondevice_farm_agents.base import (
+    WARM_LOAD_SAME_PROCESS,
     AgentSettings,
     DeviceAgent,
     DeviceRun,
@@ -152,6 +153,7 @@ class HostAgent(DeviceAgent):
             peak_memory_bytes=peak.bytes,
             runner=f"onnxruntime-python {self._ort_version()}",
             warm_load_ms=warm_load_ns / NS_PER_MS,
+            warm_load_method=WARM_LOAD_SAME_PROCESS,
             sustained=sustained,
             peak_memory_kind="rss_delta",
         )
