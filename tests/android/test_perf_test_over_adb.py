@@ -9,14 +9,18 @@ those lines to the shape of a recorded real perf_test output, so the parser meet
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import numpy as np
+from click.testing import CliRunner
 
+from ondevice_farm.cli.main import cli
 from ondevice_farm.profiles import load_profiles
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.android.agent import DEFAULT_PERF_TEST_PATH, PERF_TEST
@@ -26,6 +30,7 @@ from ondevice_farm_agents.base import WARM_LOAD_SECOND_PROCESS, AgentSettings, R
 from tests.android.conftest import FIXTURES
 from tests.android.peer_fixtures import PEER_IO_TIMEOUT_S, PeerHandle, one_unit
 
+REPO = Path(__file__).resolve().parents[2]
 STANDIN = Path(__file__).parent / "adb_peer" / "perf_test_standin.py"
 RECORDED = FIXTURES / "perf_test" / "android_vivo_x300_sme2_resnet50v2.txt"
 Model = tuple[Path, str, dict[str, np.ndarray]]
@@ -115,3 +120,31 @@ def test_a_second_perf_test_that_fails_costs_the_warm_figure_only(
     assert run.load_ms > 0 and run.latency_summary_ms["p50"] > 0
     assert run.warm_load_ms is None and run.warm_load_method == ""
     assert any(n.startswith("no warm load: the second onnxruntime_perf_test exited with") for n in run.notes)
+
+
+def test_farm_submit_stores_the_perf_test_warm_load_with_its_method(
+    pixel8_peer: PeerHandle, tmp_path: Path
+) -> None:
+    """`farm submit --devices pixel8` with the profile's runner set to perf_test: the job document
+    (schema-checked) carries both loads and says the warm one came from a second process."""
+    _install_perf_test(pixel8_peer)
+    profiles = tmp_path / "profiles"
+    shutil.copytree(REPO / "device_profiles", profiles)
+    pixel8 = profiles / "pixel8.yaml"
+    text = pixel8.read_text().replace("cooldown_s: 30", "cooldown_s: 0")
+    pixel8.write_text(text.replace("  kind: native", f"  kind: {PERF_TEST}", 1))
+    model = tmp_path / "tinynet.onnx"
+    shutil.copy(REPO / "examples/tinynet.onnx", model)
+    args = ["--home", str(tmp_path / "home"), "--profiles-dir", str(profiles), "submit", str(model)]
+    args += ["--devices", "pixel8", "--adb", pixel8_peer.address, "--targets", "ort/cpu", "--runs", "3"]
+    args += ["--no-profile", "--json"]
+    result = CliRunner().invoke(
+        cli, args, env={"FARM_ADB_KEY": str(pixel8_peer.key_path)}, catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, json.loads((REPO / "farm/schema/run.schema.json").read_text()))
+    (job,) = document["jobs"]
+    assert job["status"] == "ok" and job["runner"].startswith("onnxruntime_perf_test")
+    assert job["load_ms"] > 0 and job["warm_load_ms"] > 0
+    assert job["warm_load_method"] == WARM_LOAD_SECOND_PROCESS
