@@ -100,6 +100,14 @@ class TelemetrySample:
     energy_uj: float | None = None
 
 
+#: `warm_load_method`: a second session created in the process that made the first (host, the
+#: native runner, the farm runner): page cache, allocator and the runtime's in-process caches warm
+WARM_LOAD_SAME_PROCESS = "second session in the same process"
+#: a second process started right after the first (onnxruntime_perf_test makes one session per
+#: process): the OS file cache and any on-disk compile cache warm, in-process caches cold again
+WARM_LOAD_SECOND_PROCESS = "second process"
+
+
 @dataclass(frozen=True)
 class SustainedWindow:
     """One window of a sustained run: its inferences' latencies and the telemetry at its end."""
@@ -167,8 +175,10 @@ class DeviceRun:
     #: the raw per-op trace (Chrome trace events) for reports and traces
     trace_events: list[dict[str, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: a second session created after the first in the same process (caches warm)
+    #: a second session load right after the first (caches warm); how, in `warm_load_method`
     warm_load_ms: float | None = None
+    #: how `warm_load_ms` was obtained: WARM_LOAD_SAME_PROCESS or WARM_LOAD_SECOND_PROCESS
+    warm_load_method: str = ""
     sustained: SustainedTrace | None = None
     #: energy per inference during the timed runs, or the reason there is none; None: not asked
     energy: EnergyEstimate | None = None

@@ -28,7 +28,7 @@ from ondevice_farm_agents.android.device_paths import q
 from ondevice_farm_agents.android.jobs import run_detached
 from ondevice_farm_agents.android.native_sustained import sustained_trace
 from ondevice_farm_agents.android.transport import AdbConnection
-from ondevice_farm_agents.base import DeviceRun, DeviceUnit, RunRequest
+from ondevice_farm_agents.base import WARM_LOAD_SAME_PROCESS, DeviceRun, DeviceUnit, RunRequest
 
 RUNNER_BINARY = "farm_native_runner"
 #: unit ABI (`ro.product.cpu.abi`) -> build directory under the runner root. An x86-64 unit is
@@ -178,6 +178,7 @@ class NativeRunner:
             peak_memory_bytes=peak if isinstance(peak, int) and not isinstance(peak, bool) else None,
             runner=runner_label(data),
             warm_load_ms=float(data["warm_load_ms"]) if _finite(data.get("warm_load_ms")) else None,
+            warm_load_method=WARM_LOAD_SAME_PROCESS if _finite(data.get("warm_load_ms")) else "",
             sustained=sustained_trace(data["sustained"]) if isinstance(data.get("sustained"), dict) else None,
         )
         if isinstance(data.get("energy"), dict):

@@ -26,10 +26,12 @@ from ondevice_farm_agents.android import perf_test
 from ondevice_farm_agents.android.device_paths import q
 from ondevice_farm_agents.android.jobs import run_detached
 from ondevice_farm_agents.android.transport import AdbConnection
-from ondevice_farm_agents.base import DeviceRun, RunRequest
+from ondevice_farm_agents.base import WARM_LOAD_SAME_PROCESS, WARM_LOAD_SECOND_PROCESS, DeviceRun, RunRequest
 
 FARM_RUNNER_NAME = "farm_runner.py"
 PROFILE_PREFIX = "profile"
+#: timed runs of the second perf_test that measures the warm load (it takes no zero)
+WARM_LOAD_RUNS = 1
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ def _number(data: dict[str, Any], key: str) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise DeviceError(f"the device runner's result has no valid {key!r}")
     return float(value)
+
+
+def _optional_number(data: dict[str, Any], key: str) -> float | None:
+    return _number(data, key) if key in data else None
 
 
 def _attach_profile(run: DeviceRun, profile_json: Path) -> None:
@@ -111,6 +117,9 @@ class FarmRunner:
                 outputs=outputs,
                 peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
                 runner=f"farm_runner ({data.get('runtime', 'onnxruntime')})",
+                # absent from a result.json written by a farm_runner.py older than the warm load
+                warm_load_ms=_optional_number(data, "warm_load_ms"),
+                warm_load_method=WARM_LOAD_SAME_PROCESS if "warm_load_ms" in data else "",
                 # the runner process's VmHWM (ru_maxrss), interpreter and runtime included
                 peak_memory_kind="rss_peak",
             )
@@ -154,6 +163,26 @@ class PerfTestRunner:
             )
         return result.output
 
+    def _warm_load(
+        self, job_dir: str, request: RunRequest, argv: list[str], notes: list[str]
+    ) -> float | None:
+        """perf_test makes one session per process, so a warm load is a second perf_test started
+        right after the first: its session creation time, read from the same line. A failure
+        here costs the warm figure only, never the measurements already taken."""
+        result = run_detached(self.conn, job_dir, self._line(argv), request.timeout_s)
+        warm = perf_test.parse_output(result.output) if result.exit_code == 0 else None
+        if warm is None or warm.session_creation_ms is None:
+            notes.append(
+                "no warm load: the second onnxruntime_perf_test "
+                + (f"exited with {result.exit_code}" if warm is None else "printed no session creation time")
+            )
+            return None
+        notes.append(
+            f"warm load: a second onnxruntime_perf_test process right after the first ({WARM_LOAD_RUNS} "
+            "timed run): the OS file cache and any on-disk compile cache warm, in-process caches cold"
+        )
+        return warm.session_creation_ms
+
     def run(self, staged: StagedJob, request: RunRequest, job_dir: str) -> DeviceRun:
         model = self._stage(staged, job_dir)
 
@@ -178,6 +207,7 @@ class PerfTestRunner:
             f"{request.warmup} were asked for)",
             "no output tensors: onnxruntime_perf_test does not return them, so nothing is compared",
         ]
+        warm_load_ms = self._warm_load(job_dir, request, argv(WARM_LOAD_RUNS), notes)
         run = DeviceRun(
             load_ms=summary.session_creation_ms,
             first_inference_ms=summary.first_inference_ms
@@ -191,6 +221,8 @@ class PerfTestRunner:
             notes=notes,
             percentile_method="onnxruntime_perf_test's own percentiles of its timed runs",
             peak_memory_kind="rss_peak",
+            warm_load_ms=warm_load_ms,
+            warm_load_method=WARM_LOAD_SECOND_PROCESS if warm_load_ms is not None else "",
         )
         if request.profile_ops:
             # As many profiled runs as the host makes, so the cold first one can be left out.

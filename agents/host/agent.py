@@ -1,4 +1,10 @@
-"""The host as a device: ONNX Runtime on this machine, measured for real."""
+"""The host as a device: ONNX Runtime on this machine, measured for real.
+
+Settings it reads from `AgentSettings.extra`: the CUDA ones (`CudaOptions`), and
+`host_telemetry_root`, the directory whose `sys/` a sustained run reads CPU frequencies, thermal
+zones and RAPL from (default `/`; a container that mounts the host's /sys elsewhere points here,
+as node_exporter's `--path.sysfs` does; $FARM_AGENT_HOST_TELEMETRY_ROOT at the CLI).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import numpy as np
 from ondevice_farm.analysis.profile_runs import profiled_run_count, record_profile
 from ondevice_farm.errors import DeviceError, UsageError
 from ondevice_farm_agents.base import (
+    WARM_LOAD_SAME_PROCESS,
     AgentSettings,
     DeviceAgent,
     DeviceRun,
@@ -31,6 +38,9 @@ from ondevice_farm_agents.host.sustained import run_sustained
 from ondevice_farm_agents.host.telemetry import HostTelemetry
 
 NS_PER_MS = 1e6
+#: `AgentSettings.extra` key: where the telemetry's `sys/` tree is (see the module docstring)
+TELEMETRY_ROOT = "host_telemetry_root"
+DEFAULT_TELEMETRY_ROOT = "/"
 CUDA_PROFILE = "host-cuda"
 #: the script one repeat runs in, a fresh process (see its docstring)
 SESSION_SCRIPT = Path(__file__).resolve().parent / "session.py"
@@ -152,6 +162,7 @@ class HostAgent(DeviceAgent):
             peak_memory_bytes=peak.bytes,
             runner=f"onnxruntime-python {self._ort_version()}",
             warm_load_ms=warm_load_ns / NS_PER_MS,
+            warm_load_method=WARM_LOAD_SAME_PROCESS,
             sustained=sustained,
             peak_memory_kind="rss_delta",
         )
@@ -159,11 +170,10 @@ class HostAgent(DeviceAgent):
             self._profile(request, names, run)
         return run
 
-    @staticmethod
-    def _sustained(session: Any, names: list[str], request: RunRequest) -> SustainedTrace | None:
+    def _sustained(self, session: Any, names: list[str], request: RunRequest) -> SustainedTrace | None:
         if request.sustained_s <= 0:
             return None
-        telemetry = HostTelemetry()
+        telemetry = HostTelemetry(Path(self.settings.extra.get(TELEMETRY_ROOT, DEFAULT_TELEMETRY_ROOT)))
         return run_sustained(
             lambda: session.run(names, request.inputs),
             request.sustained_s,

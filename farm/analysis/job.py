@@ -216,6 +216,7 @@ def job_document(
         provenance=provenance(run, run.ops),
         trace_events=slim_trace(run.trace_events),
         warm_load_ms=run.warm_load_ms,
+        warm_load_method=run.warm_load_method or None,
     )
     if run.sustained is not None:
         document["sustained"] = sustained_document(run.sustained)

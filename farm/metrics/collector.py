@@ -40,7 +40,7 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "farm_first_inference_seconds": ("Latency of the first (cold) inference of the newest job.", RESULT),
     "farm_session_load_seconds": ("Time to load the model into an inference session on the unit.", RESULT),
-    "farm_session_warm_load_seconds": ("Time to load it again in the same process, caches warm.", RESULT),
+    "farm_session_warm_load_seconds": ("Time to load it again right after the first, caches warm.", RESULT),
     "farm_sustained_slowdown_ratio": (
         "Steady-state p50 over first-span p50 of the newest job's sustained run.", RESULT,
     ),
@@ -53,6 +53,17 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "farm_energy_per_inference_uncertainty_joules": (
         "One standard uncertainty of farm_energy_per_inference_joules.", (*RESULT, "source"),
+    ),
+    "farm_sustained_latency_seconds": (
+        "Latency in window N of the newest job's sustained run, by quantile of the window's inferences.",
+        (*RESULT, "quantile", "window"),
+    ),
+    "farm_sustained_temperature_celsius": (
+        "Hottest sensor at the end of window N of the newest job's sustained run.", (*RESULT, "window"),
+    ),
+    "farm_sustained_energy_per_inference_joules": (
+        "Energy per inference over the newest job's sustained run, where the unit exposes a counter.",
+        RESULT,
     ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
     "farm_ops": (
@@ -231,6 +242,11 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
             result.energy_uncertainty_j,
             result.energy_source,
         )
+        for number, window in enumerate(result.sustained_windows, start=1):
+            for quantile, seconds in window.latency_s.items():
+                add("farm_sustained_latency_seconds", result, seconds, quantile, str(number))
+            add("farm_sustained_temperature_celsius", result, window.max_temperature_c, str(number))
+        add("farm_sustained_energy_per_inference_joules", result, result.sustained_energy_j)
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend, result.placement_source)

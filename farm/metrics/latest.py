@@ -17,7 +17,6 @@ BYTES_PER_MIB = 1024 * 1024
 #: quantile label -> the key in the document's latency_ms
 LATENCY_QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
 
-MJ_PER_J = 1000.0
 JOB_PATHS: tuple[str, ...] = (
     "$.model.name",
     "$.device",
@@ -47,7 +46,12 @@ JOB_PATHS: tuple[str, ...] = (
     "$.energy.source",
     "$.provenance.latency",
     "$.provenance.placement",
+    "$.sustained.windows",
+    "$.sustained.summary.energy_mj_per_inference",
 )
+#: quantile label -> the key in a sustained window (docs/results.md, "Sustained runs")
+WINDOW_QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50_ms"), ("0.9", "p90_ms"), ("0.99", "p99_ms"))
+J_PER_MJ = 1e-3
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,14 @@ class ReferenceNumbers:
     passed: bool | None
     #: passed | failed | not_compared
     state: str = "passed"
+
+
+@dataclass(frozen=True)
+class SustainedWindowNumbers:
+    """One window of a sustained run, in base units: latency by quantile label, the hottest sensor."""
+
+    latency_s: dict[str, float]
+    max_temperature_c: float | None
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,10 @@ class LatestResult:
     energy_uncertainty_j: float | None = None
     #: how `energy_j` was obtained ("estimated": battery draw under load minus idle)
     energy_source: str = "estimated"
+    #: the sustained run's windows in order (window 1 first); empty without one
+    sustained_windows: tuple[SustainedWindowNumbers, ...] = ()
+    #: energy per inference over the sustained run, joules; None where the unit exposes no counter
+    sustained_energy_j: float | None = None
     #: how the op counts were obtained: "measured" (the profiled run), "planned" (MLComputePlan,
     #: or the compiler's placement where the run has no op profile), "synthetic"
     placement_source: str = "measured"
@@ -144,6 +160,20 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
+def _windows(value: Any) -> tuple[SustainedWindowNumbers, ...]:
+    windows = []
+    for window in value if isinstance(value, list) else ():
+        if not isinstance(window, dict):
+            continue
+        latency = {
+            quantile: seconds
+            for quantile, key in WINDOW_QUANTILES
+            if (seconds := _scaled(window.get(key), 1 / MS_PER_S)) is not None
+        }
+        windows.append(SustainedWindowNumbers(latency, _number(window.get("max_temperature_c"))))
+    return tuple(windows)
+
+
 def parse_latest(values: list[Any]) -> LatestResult:
     """`values` are the document's values at JOB_PATHS, in that order."""
     doc = dict(zip(JOB_PATHS, values, strict=True))
@@ -186,9 +216,11 @@ def parse_latest(values: list[Any]) -> LatestResult:
         warm_load_s=_scaled(doc["$.warm_load_ms"], 1 / MS_PER_S),
         sustained_slowdown=_number(doc["$.sustained.summary.slowdown"]),
         sustained_throttle_s=_number(doc["$.sustained.summary.time_to_first_throttle_s"]),
-        energy_j=_scaled(doc["$.energy.mj_per_inference"], 1 / MJ_PER_J),
-        energy_uncertainty_j=_scaled(doc["$.energy.uncertainty_mj"], 1 / MJ_PER_J),
+        energy_j=_scaled(doc["$.energy.mj_per_inference"], J_PER_MJ),
+        energy_uncertainty_j=_scaled(doc["$.energy.uncertainty_mj"], J_PER_MJ),
         energy_source=str(doc["$.energy.source"] or "estimated"),
+        sustained_windows=_windows(doc["$.sustained.windows"]),
+        sustained_energy_j=_scaled(doc["$.sustained.summary.energy_mj_per_inference"], J_PER_MJ),
         placement_source=placement_source,
         latency_source=str(doc["$.provenance.latency"] or "measured"),
     )

@@ -86,6 +86,8 @@ def _column_dict(column: Column) -> dict[str, Any]:
         "samples_ms": column.samples_ms,
         "first_inference_ms": column.job.get("first_inference_ms"),
         "load_ms": column.job.get("load_ms"),
+        "warm_load_ms": column.job.get("warm_load_ms"),
+        "warm_load_method": column.job.get("warm_load_method"),
         "peak_memory_mb": column.job.get("peak_memory_mb"),
         "nodes_before": compile_.get("nodes_before"),
         "nodes_after": compile_.get("nodes_after"),

@@ -78,6 +78,16 @@ def _fallback_summary(column: Column) -> str:
     return f"{len(column.fallbacks)} ({cost})"
 
 
+def _warm_load(column: Column) -> str:
+    """The warm load with how it was obtained (a second session, or a second perf_test process)."""
+    warm = column.job.get("warm_load_ms")
+    if warm is None:
+        return "-"
+    # documents stored before warm_load_method existed measured it in the same process
+    method = column.job.get("warm_load_method") or "second session in the same process"
+    return f'{_num(warm, 1)} <span class="muted">({e(method)})</span>'
+
+
 def side_by_side(columns: list[Column]) -> str:
     """Metrics down, jobs across: the first table a reader compares."""
     groups: list[tuple[str, list[tuple[str, Any]]]] = []
@@ -114,6 +124,7 @@ def side_by_side(columns: list[Column]) -> str:
             [
                 ("first inference ms", per(lambda c: _num(c.job.get("first_inference_ms")))),
                 ("load ms", per(lambda c: _num(c.job.get("load_ms"), 1))),
+                ("warm load ms", per(_warm_load)),
                 ("peak memory MB", per(lambda c: _num(c.job.get("peak_memory_mb"), 1))),
             ],
         )

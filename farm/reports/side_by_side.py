@@ -31,6 +31,7 @@ ROWS: tuple[tuple[str, Callable[[Column], str]], ...] = (
     ("cv", lambda c: "-" if c.latency.get("cv") is None else f"{c.latency['cv']:.3f}"),
     ("first inference ms", lambda c: _ms(c.job.get("first_inference_ms"))),
     ("load ms", lambda c: _ms(c.job.get("load_ms"))),
+    ("warm load ms", lambda c: _ms(c.job.get("warm_load_ms"))),
     (
         "peak memory MB",
         lambda c: "-" if c.job.get("peak_memory_mb") is None else f"{c.job['peak_memory_mb']:.1f}",

@@ -14,9 +14,11 @@ def _ms(value: Any) -> str:
 def sustained_lines(job: dict[str, Any]) -> Text:
     text = Text()
     if job.get("warm_load_ms") is not None:
+        # documents stored before warm_load_method existed measured it in the same process
+        method = job.get("warm_load_method") or "second session in the same process"
         text.append(
             f"  load {float(job.get('load_ms') or 0):.1f} ms first, {float(job['warm_load_ms']):.1f} ms warm "
-            "(a second session in the same process)\n"
+            f"(a {method})\n"
         )
     sustained = job.get("sustained")
     if not sustained:

@@ -42,6 +42,8 @@ def test_run_brings_back_measurements_and_the_outputs_host_onnxruntime_computes(
     np.testing.assert_allclose(run.outputs["y"], expected, rtol=1e-6)
     assert len(run.samples_ms) == 5 and all(s > 0 for s in run.samples_ms)
     assert run.load_ms > 0 and run.first_inference_ms > 0
+    assert run.warm_load_ms and run.warm_load_ms > 0
+    assert run.warm_load_method == "second session in the same process"
     assert run.peak_memory_bytes and run.peak_memory_bytes > 1_000_000
     # ORT fuses MatMul+Add (and the Relu) at ORT_ENABLE_ALL: the profile names the fused node.
     assert run.ops and any("matmul" in op.name for op in run.ops)

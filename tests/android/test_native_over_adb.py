@@ -84,7 +84,7 @@ def test_a_sustained_run_and_warm_start_come_back_from_the_unit(
     document = json.loads(result.stdout)
     jsonschema.validate(document, SCHEMA)
     (job,) = document["jobs"]
-    assert job["warm_load_ms"] > 0
+    assert job["warm_load_ms"] > 0 and job["warm_load_method"] == "second session in the same process"
     sustained = job["sustained"]
     assert sustained["source"] == "measured" and 2 <= len(sustained["windows"]) <= 4
     assert all(w["inferences"] > 0 and w["p50_ms"] > 0 for w in sustained["windows"])

@@ -66,3 +66,5 @@ def test_perf_test_as_the_fallback_on_a_phone(small_model: Model) -> None:
     assert run.runner.startswith("onnxruntime_perf_test") and run.load_ms > 0
     assert run.samples_ms == [] and run.outputs == {} and "p50" in run.latency_summary_ms
     assert run.ops and {op.provider for op in run.ops} == {"CPUExecutionProvider"}
+    # a second perf_test process right after the first: its session creation is the warm load
+    assert run.warm_load_ms is not None and run.warm_load_ms > 0 and run.warm_load_method == "second process"

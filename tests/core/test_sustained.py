@@ -131,6 +131,7 @@ def test_submit_sustained_records_windows_and_warm_start(home: Path, model: Path
     jsonschema.validate(document, SCHEMA)
     (job,) = document["jobs"]
     assert job["warm_load_ms"] > 0 and document["settings"]["sustained_s"] == 2.0
+    assert job["warm_load_method"] == "second session in the same process"
     sustained = job["sustained"]
     assert sustained["source"] == "measured" and 3 <= len(sustained["windows"]) <= 5
     assert sum(w["inferences"] for w in sustained["windows"]) == sustained["summary"]["inferences"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -29,6 +30,31 @@ EXAMPLE_MODEL = REPO / "examples" / "tinynet.onnx"
 DEPLOY = REPO / "deploy"
 SUITE = "smoke"
 SERVER_START_TIMEOUT_S = 20.0
+#: a short sustained phase after the timed runs, so the sustained panels have windows to show
+SUSTAINED_S, SUSTAINED_WINDOW_S = "1.2s", "0.3"
+#: recorded `dumpsys thermalservice` of a Pixel-class phone (provenance: tests/android/fixtures/README.md)
+RECORDED_THERMAL = REPO / "tests/android/fixtures/dumpsys/thermalservice_pixel_memfault.txt"
+
+
+def telemetry_tree(root: Path) -> Path:
+    """A sysfs tree for the host's telemetry reader (`host_telemetry_root`): this VM exposes no
+    thermal zones and no RAPL, so the sustained run reads these instead. The zones carry the
+    temperatures a real Pixel's thermal HAL reported (the recording above, through the farm's own
+    parser); the RAPL counter is there but stands still (nothing recorded one), so the run's
+    energy per inference is 0 J: what is checked is the figure's path, not a power draw."""
+    from ondevice_farm_agents.android.thermal import parse_thermalservice
+
+    recorded = parse_thermalservice(RECORDED_THERMAL.read_text()).temperatures_c
+    for index, (sensor, celsius) in enumerate(sorted(recorded.items())):
+        zone = root / f"sys/class/thermal/thermal_zone{index}"
+        zone.mkdir(parents=True)
+        (zone / "type").write_text(f"{sensor}\n")
+        (zone / "temp").write_text(f"{round(celsius * 1000)}\n")
+    rapl = root / "sys/class/powercap/intel-rapl:0"
+    rapl.mkdir(parents=True)
+    (rapl / "energy_uj").write_text("0\n")
+    (rapl / "max_energy_range_uj").write_text("262143328850\n")
+    return root
 
 
 @dataclass(frozen=True)
@@ -50,8 +76,10 @@ class RealRun:
 
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
-    """tinynet on host-cpu through the real pipeline (embedded Ray, ONNX Runtime, the store)."""
+    """tinynet on host-cpu through the real pipeline (embedded Ray, ONNX Runtime, the store),
+    with a short sustained phase whose telemetry comes from `telemetry_tree`."""
     home = tmp_path_factory.mktemp("farm-home")
+    tree = telemetry_tree(tmp_path_factory.mktemp("telemetry"))
     model = home / "tinynet.onnx"
     shutil.copy(EXAMPLE_MODEL, model)
     done = subprocess.run(
@@ -67,11 +95,16 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
             "host-cpu",
             "--runs",
             "5",
+            "--sustained",
+            SUSTAINED_S,
+            "--sustained-window",
+            SUSTAINED_WINDOW_S,
             "--json",
         ],
         capture_output=True,
         text=True,
         timeout=180,
+        env={**os.environ, "FARM_AGENT_HOST_TELEMETRY_ROOT": str(tree)},
     )
     assert done.returncode == 0, done.stderr
     return RealRun(home=home, document=json.loads(done.stdout))

@@ -73,6 +73,24 @@ def test_latest_result_in_base_units(store_path: Path, real_run: RealRun) -> Non
     assert value("farm_store_up") == 1
 
 
+def test_sustained_windows_temperature_and_energy_in_base_units(store_path: Path, real_run: RealRun) -> None:
+    sustained = real_run.job["sustained"]
+    value = farm_registry(FarmCollector(store_path)).get_sample_value
+    assert len(sustained["windows"]) >= 3
+    for number, window in enumerate(sustained["windows"], start=1):
+        labels = {**SERIES, "window": str(number)}
+        for quantile, key in (("0.5", "p50_ms"), ("0.9", "p90_ms"), ("0.99", "p99_ms")):
+            seconds = value("farm_sustained_latency_seconds", {**labels, "quantile": quantile})
+            assert seconds == pytest.approx(window[key] / 1000)
+        # the hottest of the recorded Pixel's HAL readings (tests/metrics/conftest.py)
+        assert window["max_temperature_c"] == pytest.approx(32.3)
+        assert value("farm_sustained_temperature_celsius", labels) == pytest.approx(32.3)
+    beyond = {**SERIES, "window": str(len(sustained["windows"]) + 1), "quantile": "0.5"}
+    assert value("farm_sustained_latency_seconds", beyond) is None
+    energy_mj = sustained["summary"]["energy_mj_per_inference"]
+    assert value("farm_sustained_energy_per_inference_joules", SERIES) == pytest.approx(energy_mj / 1000)
+
+
 def test_newest_job_of_a_series_wins_and_failures_only_count(store_path: Path, real_run: RealRun) -> None:
     job = real_run.job
     slower = _variant(
@@ -220,6 +238,8 @@ def test_conventions_help_units_and_bounded_labels(store_path: Path, real_run: R
         "suite",
         "le",
         "state",
+        # a sustained run's window number: bounded by its duration over its window length
+        "window",
     }
     documented = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
     for family in families:

@@ -210,3 +210,36 @@ def test_promtool(args: list[str]) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _panel(title: str) -> dict[str, Any]:
+    (panel,) = [
+        p for path in DASHBOARDS for p in json.loads(path.read_text())["panels"] if p["title"] == title
+    ]
+    return dict(panel)
+
+
+def test_the_sustained_and_energy_panels_show_the_real_run(prometheus: Prometheus, real_run: RealRun) -> None:
+    """The real run's sustained phase, as its panels query it: one p50 and one temperature per
+    window, in window order, and the energy per inference, each equal to the job document's."""
+    sustained = real_run.job["sustained"]
+    latency, temperature = (
+        t["expr"] for t in _panel("Sustained run: latency and temperature per window")["targets"]
+    )
+    by_window = {
+        int(s["metric"]["window"]): float(s["value"][1]) for s in prometheus.query(with_all_values(latency))
+    }
+    assert "quantile" not in prometheus.query(with_all_values(latency))[0]["metric"]
+    assert by_window == pytest.approx({n: w["p50_ms"] / 1000 for n, w in enumerate(sustained["windows"], 1)})
+    heat = {
+        int(s["metric"]["window"]): float(s["value"][1])
+        for s in prometheus.query(with_all_values(temperature))
+    }
+    assert heat == pytest.approx({n: w["max_temperature_c"] for n, w in enumerate(sustained["windows"], 1)})
+    (energy,) = prometheus.query(
+        with_all_values(_panel("Energy per inference (sustained runs)")["targets"][0]["expr"])
+    )
+    assert float(energy["value"][1]) == pytest.approx(sustained["summary"]["energy_mj_per_inference"] / 1000)
+    (warm,) = [t["expr"] for t in _panel("Session load: first and warm")["targets"] if "warm" in t["expr"]]
+    (warm_sample,) = prometheus.query(with_all_values(warm))
+    assert float(warm_sample["value"][1]) == pytest.approx(real_run.job["warm_load_ms"] / 1000)

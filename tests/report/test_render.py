@@ -84,3 +84,26 @@ def test_warm_samples_spread_wide_get_a_log_axis() -> None:
         and ">20</text>" in wide
         and ">50</text>" not in wide
     )
+
+
+def test_warm_load_is_shown_with_how_it_was_obtained() -> None:
+    """Crafted documents: a perf_test job (warm load from a second process), a host job (a second
+    session in the same process), and one without a warm figure."""
+    from ondevice_farm.reports.sustained_text import sustained_lines
+
+    phone = {**job("pixel8", "ort/cpu"), "warm_load_ms": 41.5, "warm_load_method": "second process"}
+    host = {
+        **job("host", "ort/cpu"),
+        "warm_load_ms": 7.25,
+        "warm_load_method": "second session in the same process",
+    }
+    html = render_html(run(phone, host, job("ipad", "ort/cpu")))
+    assert "warm load ms" in html
+    assert '41.5 <span class="muted">(second process)</span>' in html
+    assert '7.2 <span class="muted">(second session in the same process)</span>' in html
+    columns = build_report(run(phone, host)).to_dict()["columns"]
+    assert [(c["warm_load_ms"], c["warm_load_method"]) for c in columns] == [
+        (41.5, "second process"),
+        (7.25, "second session in the same process"),
+    ]
+    assert "41.5 ms warm (a second process)" in sustained_lines(phone).plain

@@ -4,6 +4,8 @@ It authenticates hosts with real RSA signatures, serves `shell:`/`exec:` and `sy
 runs commands in a sandbox directory that stands in for the device's filesystem, answers
 `getprop` from a configurable identity, can serve a scripted battery (`BatteryScript`), and can
 be told to fail (see `Fault`).
+`perf_test_standin.py` is what a test puts at a unit's onnxruntime_perf_test path (no perf_test
+build exists for the host; it measures with the host's onnxruntime and prints perf_test's lines).
 """
 
 from .battery import BatteryScript
