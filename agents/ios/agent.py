@@ -42,6 +42,7 @@ from ondevice_farm_agents.ios.inventory import read_battery_pct, read_properties
 from ondevice_farm_agents.ios.job import DEFAULT_POLL_S, JobOutcome, run_job
 from ondevice_farm_agents.ios.link import DeviceLink
 from ondevice_farm_agents.ios.provider import DEFAULT_TUNNELD_ADDRESS, ConnectionProvider, UsbmuxProvider
+from ondevice_farm_agents.ios.sustained import sustained_trace
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ class IosAgent(DeviceAgent):
             "runs": request.runs,
             "profile_ops": request.profile_ops,
             "thermal": {"wait_for": self.options.thermal_wait_for, "deadline_s": thermal_deadline_s},
+            "sustained": {"duration_s": request.sustained_s, "window_s": request.sustained_window_s},
             "inputs": input_files,
             "outputs": [{"name": f.feature_name, "onnx_name": f.onnx_name} for f in io_names.outputs]
             if io_names is not None
@@ -254,7 +256,8 @@ def request_io_names(request: RunRequest) -> IoNameMap | None:
 def _device_run(outcome: JobOutcome) -> DeviceRun:
     result = outcome.result
     notes = [
-        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms",
+        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms; warm load = a second "
+        f"load of the compiled model, the first still loaded (no compile): {result.warm_load_ms:.1f} ms",
         f"thermal wait {result.thermal_waited_ms:.0f} ms before the job",
     ]
     median_ms = statistics.median(result.samples_ms) if result.samples_ms else result.first_inference_ms
@@ -289,4 +292,6 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
         placement_source="planned",
         formulas={"op_times": OP_TIME_FORMULA} if ops else {},
         peak_memory_kind="phys_footprint",
+        warm_load_ms=result.warm_load_ms,
+        sustained=sustained_trace(result.sustained) if result.sustained is not None else None,
     )

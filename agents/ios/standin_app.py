@@ -30,6 +30,7 @@ from ondevice_farm_agents.ios.agent import DEFAULT_BUNDLE_ID, IosAgent
 from ondevice_farm_agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_ID, contract_errors
 from ondevice_farm_agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess, FakeProvider
 from ondevice_farm_agents.ios.standin_mlprogram import JobMismatch, measure_ml_program
+from ondevice_farm_agents.ios.standin_phases import measured_phases
 
 STANDIN_NAME = "FarmRunner host stand-in (onnxruntime CPU)"
 STANDIN_VERSION = "0.1.0"
@@ -133,6 +134,11 @@ def _measure(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     load_ms = (time.perf_counter() - start) * 1000.0
+    # the warm load: a second session of the same model, the first still open
+    start = time.perf_counter()
+    warm = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    warm_load_ms = (time.perf_counter() - start) * 1000.0
+    del warm
     declared = {i.name: i.type for i in session.get_inputs()}
     feeds = {}
     for tensor in job["inputs"]:
@@ -145,13 +151,7 @@ def _measure(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     outputs = session.run(None, feeds)
     first_ms = (time.perf_counter() - start) * 1000.0
-    for _ in range(job["warmup"]):
-        session.run(None, feeds)
-    samples = []
-    for _ in range(job["runs"]):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        samples.append((time.perf_counter() - start) * 1000.0)
+    phases = measured_phases(lambda: session.run(None, feeds), job)
     written = []
     files.makedirs(job["outputs_dir"])
     for index, (meta, value) in enumerate(zip(session.get_outputs(), outputs, strict=True)):
@@ -174,8 +174,13 @@ def _measure(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     else:
         plan = {"available": False, "reason": "profile_ops was false"}
     return {
-        "timings_ms": {"compile": 0.0, "load": load_ms, "first_inference": first_ms},
-        "samples_ms": samples,
+        "timings_ms": {
+            "compile": 0.0,
+            "load": load_ms,
+            "warm_load": warm_load_ms,
+            "first_inference": first_ms,
+        },
+        **phases,
         "outputs": written,
         "compute_plan": plan,
         "memory": {"peak_footprint_bytes": None},
