@@ -123,6 +123,29 @@ class SustainedTrace:
     unavailable: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class EnergyEstimate:
+    """Energy per inference where a unit can tell it, or why not (`absent`). Always an estimate:
+    the whole device's draw under load minus its draw at idle (docs/results.md, "Energy")."""
+
+    mj_per_inference: float | None = None
+    #: mean power over the idle window before the timed runs, and over the timed runs
+    baseline_mw: float | None = None
+    active_mw: float | None = None
+    #: one standard uncertainty of `mj_per_inference` (sample spread and sensor resolution)
+    uncertainty_mj: float | None = None
+    method: str = ""
+    idle_samples: int = 0
+    active_samples: int = 0
+    active_s: float | None = None
+    inferences: int = 0
+    #: how the unit signs its battery current, e.g. "negative while discharging"
+    sign_convention: str = ""
+    #: why there is no figure (charging, no readable battery, a runner that does not sample)
+    absent: str = ""
+    notes: tuple[str, ...] = ()
+
+
 @dataclass
 class DeviceRun:
     """What a unit measured. Times are in milliseconds, memory in bytes."""
@@ -147,6 +170,8 @@ class DeviceRun:
     #: a second session created after the first in the same process (caches warm)
     warm_load_ms: float | None = None
     sustained: SustainedTrace | None = None
+    #: energy per inference during the timed runs, or the reason there is none; None: not asked
+    energy: EnergyEstimate | None = None
     #: how the latencies were obtained ("measured", or "synthetic" for the simulated agent)
     latency_source: str = "measured"
     #: how `placement` (and so the fallbacks) was obtained: "measured" where the runtime reports

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ondevice_farm.analysis.energy import energy_document
 from ondevice_farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
 from ondevice_farm.analysis.sessions import sessions_document
 from ondevice_farm.analysis.sustained import sustained_document
@@ -218,6 +219,8 @@ def job_document(
     )
     if run.sustained is not None:
         document["sustained"] = sustained_document(run.sustained)
+    if run.energy is not None:
+        document["energy"] = energy_document(run.energy)
     return document
 
 
