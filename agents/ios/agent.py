@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import statistics
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from ondevice_farm_agents.base import (
     RunRequest,
     Thermal,
 )
+from ondevice_farm_agents.ios.battery import BatterySampler, EnergySettings, energy_from_log
 from ondevice_farm_agents.ios.bridge import AsyncBridge
 from ondevice_farm_agents.ios.container import INPUTS_DIR, JOBS_DIR, MODELS_DIR, AppContainer, artifact_files
 from ondevice_farm_agents.ios.contract import (
@@ -71,6 +72,7 @@ class IosOptions:
         known = {
             "ios_bundle_id", "ios_app_package", "ios_udids", "ios_usbmux_address", "ios_tunneld",
             "ios_connection", "ios_poll_s", "ios_thermal_deadline_s", "ios_thermal_wait_for",
+            "ios_energy_idle_s", "ios_energy_min_active_s", "ios_energy_sample_s",
         }  # fmt: skip
         unknown = sorted(k for k in extra if k.startswith("ios_") and k not in known)
         if unknown:
@@ -110,6 +112,7 @@ class IosAgent(DeviceAgent):
     def __init__(self, settings: AgentSettings, provider: ConnectionProvider | None = None) -> None:
         super().__init__(settings)
         self.options = IosOptions.from_extra(settings.extra)
+        self.energy = EnergySettings.from_extra(settings.extra)
         self._provider: ConnectionProvider = provider or UsbmuxProvider(
             usbmux_address=self.options.usbmux_address,
             tunneld_address=self.options.tunneld_address,
@@ -156,6 +159,14 @@ class IosAgent(DeviceAgent):
         self._push(container, request)
 
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        return self._run(unit, request, with_energy=self.energy.enabled)
+
+    def measure_session(self, unit: DeviceUnit, request: RunRequest) -> list[float]:
+        # a repeat measures latency only: the first session's energy and sustained phase are the job's
+        again = replace(request, profile_ops=False, repeats=1, sustained_s=0.0)
+        return self._run(unit, again, with_energy=False).samples_ms
+
+    def _run(self, unit: DeviceUnit, request: RunRequest, with_energy: bool) -> DeviceRun:
         link = self._link(unit.serial)
         bundle_id = self._bundle_id(unit)
         container = AppContainer(link, bundle_id)
@@ -163,6 +174,11 @@ class IosAgent(DeviceAgent):
         model_path, input_files = self._push(container, request, io_names)
         job_id = uuid.uuid4().hex[:16]
         thermal_deadline_s = self._thermal_deadline_s(unit)
+        sampler = BatterySampler(link, self.energy) if with_energy else None
+        if sampler is not None:
+            sampler.idle()
+        # a phone whose battery cannot tell (charging, no gauge values) is spared the loaded window
+        min_active_s = self.energy.min_active_s if sampler is not None and not sampler.log.absent else 0.0
         job: dict[str, Any] = {
             "schema": JOB_SCHEMA_ID,
             "job_id": job_id,
@@ -175,6 +191,7 @@ class IosAgent(DeviceAgent):
             "warmup": request.warmup,
             "runs": request.runs,
             "profile_ops": request.profile_ops,
+            "min_active_s": min_active_s,
             "thermal": {"wait_for": self.options.thermal_wait_for, "deadline_s": thermal_deadline_s},
             "sustained": {"duration_s": request.sustained_s, "window_s": request.sustained_window_s},
             "inputs": input_files,
@@ -189,10 +206,17 @@ class IosAgent(DeviceAgent):
             container,
             bundle_id,
             job,
-            deadline_s=thermal_deadline_s + request.timeout_s,
+            deadline_s=thermal_deadline_s + request.timeout_s + min_active_s,
             poll_s=self.options.poll_s,
+            during=sampler.during_job if sampler is not None else None,
         )
-        return _device_run(outcome)
+        run = _device_run(outcome)
+        if sampler is not None:
+            result = outcome.result
+            run.energy = energy_from_log(
+                sampler.log, result.active_span_unix_s, result.active_inferences, self.energy.sample_s
+            )
+        return run
 
     def health(self, unit: DeviceUnit) -> Health:
         try:

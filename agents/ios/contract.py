@@ -152,6 +152,9 @@ class RunnerResult:
     peak_footprint_bytes: int | None = None
     #: the phone's wall clock (s since 1970) at the edges of the timed runs and the sustained phase
     timed_span_unix_s: tuple[float, float] | None = None
+    #: the timed runs and the untimed ones after them (the job's min_active_s), and their count
+    active_span_unix_s: tuple[float, float] | None = None
+    active_inferences: int = 0
     sustained_span_unix_s: tuple[float, float] | None = None
     #: the result's `sustained` object as written (`ondevice_farm_agents.ios.sustained` reads it)
     sustained: dict[str, Any] | None = None
@@ -208,6 +211,8 @@ def parse_result(raw: bytes, job_id: str, where: str) -> RunnerResult:
         plan_note="" if plan["available"] else str(plan.get("reason", "no compute plan")),
         peak_footprint_bytes=document.get("memory", {}).get("peak_footprint_bytes"),
         timed_span_unix_s=_span(spans.get("timed")),
+        active_span_unix_s=_span(spans.get("active")),
+        active_inferences=int(document.get("active_inferences") or 0),
         sustained_span_unix_s=_span(spans.get("sustained")),
         sustained=document.get("sustained"),
     )

@@ -20,7 +20,8 @@ NO_SILICON = "CPU frequencies and temperatures (iOS does not expose them to apps
 
 
 def measured_phases(infer: Callable[[], object], job: dict[str, Any]) -> dict[str, Any]:
-    """`samples_ms`, `spans_unix_s` and (when asked for) `sustained` of a result file."""
+    """`samples_ms`, `spans_unix_s`, `active_inferences` and (when asked for) `sustained` of a result
+    file."""
     for _ in range(job["warmup"]):
         infer()
     samples = []
@@ -29,8 +30,18 @@ def measured_phases(infer: Callable[[], object], job: dict[str, Any]) -> dict[st
         start = time.perf_counter()
         infer()
         samples.append((time.perf_counter() - start) * 1000.0)
-    spans: dict[str, list[float]] = {"timed": [timed_start, time.time()]}
-    phases: dict[str, Any] = {"samples_ms": samples, "spans_unix_s": spans}
+    timed_end = time.time()
+    # a loaded window long enough to sample a battery over, as the app runs one
+    active_inferences = job["runs"]
+    while time.time() - timed_start < job["min_active_s"]:
+        infer()
+        active_inferences += 1
+    spans: dict[str, list[float]] = {"timed": [timed_start, timed_end], "active": [timed_start, time.time()]}
+    phases: dict[str, Any] = {
+        "samples_ms": samples,
+        "spans_unix_s": spans,
+        "active_inferences": active_inferences,
+    }
     duration_s = float(job["sustained"]["duration_s"])
     if duration_s > 0:
         sustained_start = time.time()

@@ -125,6 +125,7 @@ public struct JobFile: Codable, Sendable {
     public let warmup: Int
     public let runs: Int
     public let profileOps: Bool
+    public let minActiveS: Double
     public let thermal: Thermal
     public let sustained: Sustained
     public let inputs: [TensorFile]
@@ -140,6 +141,7 @@ public struct JobFile: Codable, Sendable {
         case warmup
         case runs
         case profileOps = "profile_ops"
+        case minActiveS = "min_active_s"
         case thermal
         case sustained
         case inputs
@@ -234,10 +236,12 @@ public struct ResultFile: Codable, Sendable {
     /// sustained phase: the host lines its battery samples up with them.
     public struct Spans: Codable, Sendable {
         public let timed: [Double]
+        public let active: [Double]
         public var sustained: [Double]?
 
         enum CodingKeys: String, CodingKey {
             case timed
+            case active
             case sustained
         }
     }
@@ -302,6 +306,7 @@ public struct ResultFile: Codable, Sendable {
     public var timingsMs: Timings?
     public var samplesMs: [Double]?
     public var spansUnixS: Spans?
+    public var activeInferences: Int?
     public var sustained: Sustained?
     public var thermal: ThermalReport?
     public var memory: Memory?
@@ -318,6 +323,7 @@ public struct ResultFile: Codable, Sendable {
         case timingsMs = "timings_ms"
         case samplesMs = "samples_ms"
         case spansUnixS = "spans_unix_s"
+        case activeInferences = "active_inferences"
         case sustained
         case thermal
         case memory

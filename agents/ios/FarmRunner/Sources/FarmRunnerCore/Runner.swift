@@ -104,7 +104,15 @@ public struct Runner {
                 _ = try model.prediction(from: features)
                 samples.append((clock.now - start).milliseconds)
             }
-            var spans = ResultFile.Spans(timed: [timedStart, Date().timeIntervalSince1970])
+            let timedEnd = Date().timeIntervalSince1970
+            // a loaded window long enough for the host to sample the battery over (its gauge
+            // updates about once a second): untimed predictions after the timed ones
+            var activeInferences = job.runs
+            while Date().timeIntervalSince1970 - timedStart < job.minActiveS {
+                _ = try model.prediction(from: features)
+                activeInferences += 1
+            }
+            var spans = ResultFile.Spans(timed: [timedStart, timedEnd], active: [timedStart, Date().timeIntervalSince1970])
             var sustained: ResultFile.Sustained?
             if job.sustained.durationS > 0 {
                 let sustainedStart = Date().timeIntervalSince1970
@@ -117,6 +125,7 @@ public struct Runner {
             result.timingsMs = .init(compile: compileMs, load: loadMs, warmLoad: warmLoadMs, firstInference: firstMs)
             result.samplesMs = samples
             result.spansUnixS = spans
+            result.activeInferences = activeInferences
             result.sustained = sustained
             result.computeUnits = job.computeUnits
             result.outputs = try writeOutputs(first, of: model)
