@@ -2,8 +2,10 @@
 
 Per job: discover (usbmux + lockdown `ProductType` -> device profile), prepare (install
 FarmRunner once, push the model and inputs into its container, cached by hash), run
-(job file -> launch -> the app waits for a nominal thermal state, compiles, loads, times
-the predictions, asks MLComputePlan where each op runs -> result file -> pulled here).
+(job file -> launch -> the app waits for a nominal thermal state, compiles, loads, loads again
+warm, times the predictions, holds the load for the battery window, runs the sustained phase,
+asks MLComputePlan where each op runs -> result file -> pulled here). Around the job the host
+samples the battery gauge (`battery.py`): at idle before the launch, and all through the job.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ runs as the compiled ML Program in the farm's MIL executor, under the model's fe
 (`standin_mlprogram.py`: the names CoreML gave, exactly as on the phone); an `.onnx` model runs
 with ONNX Runtime's CPU execution provider standing in for CoreML. It reads the job file from
 the fake phone's container, waits for a nominal thermal state, loads the model, times real
-predictions, profiles one pass for the per-op table, and writes outputs and the result
-file last, atomically. Every number it reports is measured on this host, by this process;
+predictions (and, as the app does, loads the model a second time warm, holds a loaded window
+and runs the sustained phase the job asks for: `standin_phases.py`), profiles one pass for the
+per-op table, and writes outputs and the result file last, atomically. Every number it reports is measured on this host, by this process;
 none is made up. What it cannot do: CoreML, the Neural Engine, MLComputePlan. Its "plan"
 is ONNX Runtime's profiled pass (each node on "CPU", cost = its share of the measured time).
 
