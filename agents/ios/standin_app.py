@@ -7,8 +7,9 @@ with ONNX Runtime's CPU execution provider standing in for CoreML. It reads the 
 the fake phone's container, waits for a nominal thermal state, loads the model, times real
 predictions (and, as the app does, loads the model a second time warm, holds a loaded window
 and runs the sustained phase the job asks for: `standin_phases.py`), profiles one pass for the
-per-op table, and writes outputs and the result file last, atomically. Every number it reports is measured on this host, by this process;
-none is made up. What it cannot do: CoreML, the Neural Engine, MLComputePlan. Its "plan"
+per-op table, and writes outputs and the result file last, atomically. Every number it reports
+is measured on this host, by this process; none is made up. What it cannot do: CoreML, the
+Neural Engine, MLComputePlan, `ProcessInfo.thermalState` during the sustained phase. Its "plan"
 is ONNX Runtime's profiled pass (each node on "CPU", cost = its share of the measured time).
 
 `behaviour` scripts the failures the host must survive: `silent` never writes a result,
