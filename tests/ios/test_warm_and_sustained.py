@@ -28,7 +28,7 @@ from ondevice_farm_agents.ios.contract import parse_result
 from ondevice_farm_agents.ios.standin_phases import NO_THERMAL_STATE
 from ondevice_farm_agents.ios.sustained import sustained_trace
 
-from .conftest import MakeRequest
+from .conftest import MakeAgent, MakePhone, MakeRequest
 from .renamed_model import renamed_inputs, write_renamed_model
 
 RUN_SCHEMA = Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json"
@@ -110,3 +110,22 @@ def test_a_phone_s_thermal_state_is_the_throttle_signal_of_the_summary() -> None
         ],
     )
     assert sustained_document(nominal)["summary"]["throttle_signal"] != "thermal"
+
+
+def test_a_repeat_session_measures_latency_only(
+    make_agent: MakeAgent, make_phone: MakePhone, make_request: MakeRequest
+) -> None:
+    """The first session carries the sustained phase and the energy sampling; a repeat does neither."""
+    from ondevice_farm_agents.repeats import run_repeats
+
+    phone = make_phone()
+    agent = make_agent(phone)
+    (unit,) = agent.discover()
+    request = dataclasses.replace(make_request(runs=3), repeats=2, sustained_s=0.4, sustained_window_s=0.2)
+
+    run = run_repeats(agent, unit, request)
+
+    assert run.sustained is not None and len(run.repeat_samples_ms) == 2
+    assert [len(s) for s in run.repeat_samples_ms] == [3, 3]
+    # one battery read for the first session (no gauge values: no idle window), none for the repeat
+    assert [op for op, _ in phone.operations].count("ioregistry") == 1
