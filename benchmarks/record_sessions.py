@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,8 +29,9 @@ from ondevice_farm.inputs import resolve_shapes, seeded_inputs
 from ondevice_farm.model import inspect_model
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MODELS = ROOT.parent.parent / "shared" / "models"
+SHARED_MODELS = ROOT.parent / "shared" / "models"  # ../shared/models beside the checkout
 SESSION = ROOT / "agents" / "host" / "session.py"
+THREADS: int | None = None  # set by --threads
 
 
 def models(tmp: Path) -> list[Path]:
@@ -44,7 +46,7 @@ def session(model: Path, inputs: Path, warmup: int, runs: int) -> list[float]:
         "inputs": str(inputs),
         "warmup": warmup,
         "runs": runs,
-        "threads": None,
+        "threads": THREADS,
     }
     done = subprocess.run(
         [sys.executable, str(SESSION)],
@@ -63,8 +65,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (default: ORT's)")
+    parser.add_argument("--machine", default="2 cores shared with other work", help="how busy the host was")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "fixtures" / "host_sessions.json")
     args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
     with tempfile.TemporaryDirectory(prefix="farm-aa-") as tmp_dir:
         tmp = Path(tmp_dir)
         paths = models(tmp)
@@ -76,6 +82,7 @@ def main() -> None:
             inputs[path.stem] = npz
         record: dict[str, list[dict[str, object]]] = {p.stem: [] for p in paths}
         started = time.time()
+        load_before = os.getloadavg()[0]
         for night in range(args.nights):
             for path in paths:
                 for repeat in range(args.repeats):
@@ -85,9 +92,13 @@ def main() -> None:
                         {"night": night, "repeat": repeat, "at_s": round(at, 3), "samples_ms": samples}
                     )
             print(f"night {night + 1}/{args.nights} done at {time.time() - started:.0f} s", flush=True)
+    # the load average says whether other work shared the cores: the noise depends on it
+    load = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
+    threads = "default threads" if args.threads is None else f"{args.threads} intra-op thread(s)"
     document = {
-        "provenance": "measured: host-cpu on the development machine (2 cores shared with other work), "
-        f"onnxruntime CPU EP, default threads; {args.nights} nights x {args.repeats} fresh-process "
+        "provenance": f"measured: host-cpu on the development machine ({args.machine}; {load}), "
+        f"onnxruntime CPU EP, "
+        f"{threads}; {args.nights} nights x {args.repeats} fresh-process "
         f"sessions x {args.runs} timed runs after {args.warmup} warm-up; "
         f"recorded {time.strftime('%Y-%m-%d')}",
         "runs": args.runs,

@@ -1,15 +1,16 @@
 """How often does a nightly fail on noise, and how large a slowdown does it catch?
 
-    python benchmarks/regression.py [--recording FILE] [--record] [--quick]
+    python benchmarks/regression.py [--recording FILE ...] [--record] [--quick]
 
 Everything goes through the code `farm nightly` runs: `compare_sessions` per job (the
 session-level test over the job's history), Benjamini-Hochberg across the suite, and
 `latency_verdict` (adjusted p below alpha and the minimum effect).
 
-1. A/A on real runs: benchmarks/fixtures/host_sessions.json holds real host-cpu sessions of six
-   real models over six "nights" (benchmarks/record_sessions.py; `--record` records it again,
-   about 4 minutes). Each night after the first is compared with the nights before it, as
-   `farm nightly` would: nothing changed, so every flagged job is a false alarm.
+1. A/A on real runs: benchmarks/fixtures/host_sessions.json (recorded while other work shared the
+   two cores) and host_sessions_idle.json (nothing else running) hold real host-cpu sessions of
+   six real models over six "nights" (benchmarks/record_sessions.py; `--record` records the
+   idle one again, about a minute on an idle machine). Each night after the first is compared
+   with the nights before it, as `farm nightly` would: nothing changed, so every flagged job is a false alarm.
 2. Noise models: per-job noise fitted on that recording (within-session AR(1) samples,
    bimodal sessions, night-to-night drift), and two device models; simulated nightlies of 10,
    100 and 500 jobs give the share of A/A nights with any false alarm, and the power to flag a
@@ -37,7 +38,10 @@ from ondevice_farm.analysis.session_test import LatencyCase, SessionComparison, 
 from ondevice_farm.nightly.compare import latency_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORDING = ROOT / "benchmarks" / "fixtures" / "host_sessions.json"
+RECORDINGS = {
+    "this host, shared": ROOT / "benchmarks" / "fixtures" / "host_sessions.json",
+    "this host, idle": ROOT / "benchmarks" / "fixtures" / "host_sessions_idle.json",
+}
 #: earlier runs a job's comparison sees (farm/nightly/run.py HISTORY_RUNS)
 HISTORY = 10
 #: session p50s above the night's median by more than this count as the slow mode (log scale)
@@ -103,8 +107,10 @@ def fit(recording: dict[str, object]) -> dict[str, JobNoise]:
     return fitted
 
 
-def noise_models(fitted: dict[str, JobNoise]) -> list[NoiseModel]:
-    phi = float(np.median([j.phi for j in fitted.values()]))
+def noise_models(recorded: dict[str, dict[str, JobNoise]]) -> list[NoiseModel]:
+    """The two device models (amplitudes estimated, AR(1) coefficient measured), then one model per
+    recording with every parameter fitted on it."""
+    phi = float(np.median([j.phi for fitted in recorded.values() for j in fitted.values()]))
     return [
         NoiseModel(
             "quiet device",
@@ -117,11 +123,11 @@ def noise_models(fitted: dict[str, JobNoise]) -> list[NoiseModel]:
             f"drift 0.7%/night); AR(1) phi {phi:.2f} measured",
             (JobNoise(0.10, phi, 0.015, 0.15, float(np.log(1.06)), 0.007),),
         ),
+    ] + [
         NoiseModel(
-            "this host, recorded",
-            "measured: every parameter fitted per model on the recording (2 cores, shared)",
-            tuple(fitted.values()),
-        ),
+            name, "measured: every parameter fitted per model on the recording", tuple(fitted.values())
+        )
+        for name, fitted in recorded.items()
     ]
 
 
@@ -283,34 +289,42 @@ def replay(recording: dict[str, object]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recording", type=Path, default=RECORDING)
-    parser.add_argument("--record", action="store_true", help="record the real sessions again first")
+    parser.add_argument(
+        "--recording",
+        type=Path,
+        action="append",
+        help="a recording of sessions (default: both fixtures)",
+    )
+    parser.add_argument("--record", action="store_true", help="record the idle sessions again first")
     parser.add_argument("--quick", action="store_true", help="fewer simulated nights (a smoke run)")
     args = parser.parse_args()
+    paths = {p.stem: p for p in args.recording} if args.recording else dict(RECORDINGS)
     if args.record:
+        out = paths.get("this host, idle", next(iter(paths.values())))
         subprocess.run(
-            [sys.executable, str(ROOT / "benchmarks" / "record_sessions.py"), "--out", str(args.recording)],
-            check=True,
+            [sys.executable, str(ROOT / "benchmarks" / "record_sessions.py"), "--out", str(out)], check=True
         )
     started = time.perf_counter()
-    recording = json.loads(args.recording.read_text())
-    print(f"recording: {recording['provenance']}")
     print(
         f"policy: Benjamini-Hochberg at alpha {POLICY.alpha}, minimum effect {POLICY.min_effect:.0%}, "
         "K=5 sessions x 30 runs"
     )
-    print("-- 1. A/A on the recorded real runs (six real models)")
-    replay(recording)
-    fitted = fit(recording)
-    print(
-        "-- fitted per model (log scale): within sd, AR(1) phi, session sd, slow-mode share and shift, "
-        "drift sd"
-    )
-    for name, j in fitted.items():
+    recorded: dict[str, dict[str, JobNoise]] = {}
+    for name, path in paths.items():
+        recording = json.loads(path.read_text())
+        print(f"-- 1. A/A on the recorded real runs, {name} ({path.name})\n   {recording['provenance']}")
+        replay(recording)
+        recorded[name] = fit(recording)
         print(
-            f"  {name:22s} {j.within_sd:.3f} {j.phi:+.2f} {j.session_sd:.3f} "
-            f"{j.slow_prob:.2f} {j.slow_shift:+.3f} {j.drift_sd:.3f}"
+            "   fitted per model (log scale): within sd, AR(1) phi, session sd, slow-mode share and shift, "
+            "drift sd"
         )
+        for model_name, j in recorded[name].items():
+            print(
+                f"  {model_name:22s} {j.within_sd:.3f} {j.phi:+.2f} {j.session_sd:.3f} "
+                f"{j.slow_prob:.2f} {j.slow_shift:+.3f} {j.drift_sd:.3f}"
+            )
+    models = noise_models(recorded)
     scale = 0.25 if args.quick else 1.0
     nights_for = {10: int(1000 * scale), 100: int(300 * scale), 500: int(40 * scale)}
     print(
@@ -318,7 +332,7 @@ def main() -> None:
         "95% upper bound; power: the one slowed job / every job slowed)"
     )
     at_100: dict[str, Figures] = {}
-    for model in noise_models(fitted):
+    for model in models:
         print(f"{model.name}: {model.provenance}")
         slowdowns = (1.10, 1.05) if model.name == "quiet device" else (1.10,)
         for jobs, nights in nights_for.items():
@@ -343,7 +357,7 @@ def main() -> None:
             + ("" if one >= 0.9 or not met else " for a suite-wide slowdown only")
         )
     print("-- 3. sessions per job on the noisy device, 100 jobs, 10% slower")
-    noisy = noise_models(fitted)[1]
+    noisy = models[1]
     for repeats in (3, 5, 8):
         f = simulate(noisy, 100, nights_for[100] // 2, (1.10,), repeats, 30)
         one, every = f.power[1.10]

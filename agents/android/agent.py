@@ -15,6 +15,7 @@ kind takes `runner.options_<backend>`, e.g. `options_qnn: backend_path|libQnnHtp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import tempfile
 import uuid
@@ -25,6 +26,7 @@ import numpy as np
 
 from ondevice_farm.errors import DeviceError, DeviceLostError, DeviceTimeoutError, UsageError
 from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.android.battery import BatteryState, EnergySettings, parse_probe, probe_command
 from ondevice_farm_agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
 from ondevice_farm_agents.android.inventory import make_unit, parse_getprop
 from ondevice_farm_agents.android.keys import load_signer
@@ -52,6 +54,7 @@ from ondevice_farm_agents.base import (
     DeviceAgent,
     DeviceRun,
     DeviceUnit,
+    EnergyEstimate,
     Health,
     RunRequest,
     Thermal,
@@ -81,6 +84,7 @@ class AndroidAgent(DeviceAgent):
         self._paths = DevicePaths(settings.extra.get("adb_device_root", DEFAULT_DEVICE_ROOT))
         self._cache_limit = int(settings.extra.get("adb_cache_limit_bytes", DEFAULT_CACHE_LIMIT_BYTES))
         self._native_root = Path(settings.extra.get("native_runner_root", DEFAULT_BUILD_ROOT))
+        self._energy = EnergySettings.from_extra(settings.extra)
         self._signer: Any = None
         self._connections: dict[str, AdbConnection] = {}
         self._staged: dict[tuple[str, str, str], StagedJob] = {}
@@ -139,6 +143,14 @@ class AndroidAgent(DeviceAgent):
         self._staged[self._key(unit, request)] = staged
 
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        return self._run(unit, request, with_energy=True)
+
+    def measure_session(self, unit: DeviceUnit, request: RunRequest) -> list[float]:
+        # a repeat measures latency only: the first session's energy figure is the job's
+        repeat = dataclasses.replace(request, profile_ops=False, repeats=1)
+        return self._run(unit, repeat, with_energy=False).samples_ms
+
+    def _run(self, unit: DeviceUnit, request: RunRequest, with_energy: bool) -> DeviceRun:
         key = self._key(unit, request)
         if key not in self._staged:
             self.prepare(unit, request)
@@ -154,6 +166,10 @@ class AndroidAgent(DeviceAgent):
         job_dir = self._paths.job(f"{request.artifact_sha256[:12]}-{uuid.uuid4().hex[:8]}")
         kind = self._runner_kind(profile)
         options = provider_options(profile.runner.get(f"options_{request.target.backend}", ""))
+        battery: BatteryState | None = None
+        if kind == NATIVE and with_energy and self._energy.idle_s > 0:
+            battery = parse_probe(conn.shell(probe_command(self._energy.battery_dir)).output)
+        sample = battery is not None and not battery.absence(self._energy.battery_dir)
         try:
             if kind == NATIVE:
                 command = NativeCommand(
@@ -165,7 +181,7 @@ class AndroidAgent(DeviceAgent):
                     ep_library=profile.runner.get("qnn_ep_library", ""),
                 )
                 result = NativeRunner(conn, command, ep_options(options)).run(
-                    staged.model, staged.input_files, request, job_dir
+                    staged.model, staged.input_files, request, job_dir, self._energy if sample else None
                 )
             elif kind == FARM_RUNNER:
                 result = FarmRunner(conn, profile.runner.get("python", "python3")).run(
@@ -177,6 +193,8 @@ class AndroidAgent(DeviceAgent):
                 result = perf_test.run(staged, request, job_dir)
         finally:
             self._cleanup(conn, job_dir)
+        if with_energy:
+            result.energy = self._energy_outcome(kind, battery, result.energy)
         result.thermal_before = before if before.temperatures_c else None
         try:
             result.thermal_after = self._thermal(conn)
@@ -184,6 +202,22 @@ class AndroidAgent(DeviceAgent):
             # The measurements are already here; a link lost now should not throw them away.
             result.notes.append(f"no thermal reading after the run: {exc}")
         return result
+
+    def _energy_outcome(
+        self, kind: str, battery: BatteryState | None, measured: EnergyEstimate | None
+    ) -> EnergyEstimate | None:
+        if kind != NATIVE:
+            return EnergyEstimate(
+                absent=f"the {kind} runner does not sample the battery (the native runner does)"
+            )
+        if battery is None:
+            return None  # energy turned off (energy_idle_s: 0)
+        absent = battery.absence(self._energy.battery_dir)
+        if absent:
+            return EnergyEstimate(absent=absent)
+        if measured is None:
+            return EnergyEstimate(absent="the native runner returned no energy section (an older build?)")
+        return dataclasses.replace(measured, notes=(*measured.notes, *battery.notes()))
 
     def _stage_native(
         self,

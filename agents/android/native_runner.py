@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from ondevice_farm.analysis.energy import energy_estimate
 from ondevice_farm.analysis.profile_runs import profiled_run_count, record_profile
 from ondevice_farm.errors import DeviceError, UsageError
 from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.android.battery import EnergySettings
 from ondevice_farm_agents.android.device_paths import q
 from ondevice_farm_agents.android.jobs import run_detached
 from ondevice_farm_agents.android.native_sustained import sustained_trace
@@ -136,10 +138,18 @@ class NativeRunner:
         return output.strip()[-500:] or "no output"
 
     def run(
-        self, model: str, inputs: tuple[tuple[str, str], ...], request: RunRequest, job_dir: str
+        self,
+        model: str,
+        inputs: tuple[tuple[str, str], ...],
+        request: RunRequest,
+        job_dir: str,
+        energy: EnergySettings | None = None,
     ) -> DeviceRun:
+        """`energy`: sample the battery over an idle window and the timed runs (None: do not)."""
         profile_runs = profiled_run_count(request.runs) if request.profile_ops else 0
         args = self._args(model, inputs, job_dir, request, profile_runs=profile_runs)
+        if energy is not None:
+            args += energy.runner_args()
         result = run_detached(self.conn, job_dir, self.command.line(args), request.timeout_s)
         if result.exit_code != 0:
             reason = self._failure(job_dir, result.output)
@@ -170,6 +180,11 @@ class NativeRunner:
             warm_load_ms=float(data["warm_load_ms"]) if _finite(data.get("warm_load_ms")) else None,
             sustained=sustained_trace(data["sustained"]) if isinstance(data.get("sustained"), dict) else None,
         )
+        if isinstance(data.get("energy"), dict):
+            try:
+                run.energy = energy_estimate(data["energy"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DeviceError(f"the native runner's energy section is malformed: {exc}") from exc
         if data.get("peak_memory_kind"):
             run.notes.append(f"peak memory: {data['peak_memory_kind']}")
         for skipped in data.get("outputs_skipped") or []:

@@ -47,6 +47,13 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "farm_sustained_throttle_seconds": (
         "Seconds into the newest job's sustained run until it first throttled (absent: it did not).", RESULT,
     ),
+    "farm_energy_per_inference_joules": (
+        "Energy per inference during the newest job's timed runs, idle draw subtracted (source: estimated).",
+        (*RESULT, "source"),
+    ),
+    "farm_energy_per_inference_uncertainty_joules": (
+        "One standard uncertainty of farm_energy_per_inference_joules.", (*RESULT, "source"),
+    ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
     "farm_ops": (
         "Ops of the newest job by the backend that ran them (source: measured, planned or synthetic).",
@@ -217,6 +224,13 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
         add("farm_session_warm_load_seconds", result, result.warm_load_s)
         add("farm_sustained_slowdown_ratio", result, result.sustained_slowdown)
         add("farm_sustained_throttle_seconds", result, result.sustained_throttle_s)
+        add("farm_energy_per_inference_joules", result, result.energy_j, result.energy_source)
+        add(
+            "farm_energy_per_inference_uncertainty_joules",
+            result,
+            result.energy_uncertainty_j,
+            result.energy_source,
+        )
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend, result.placement_source)

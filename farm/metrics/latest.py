@@ -17,6 +17,7 @@ BYTES_PER_MIB = 1024 * 1024
 #: quantile label -> the key in the document's latency_ms
 LATENCY_QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"))
 
+MJ_PER_J = 1000.0
 JOB_PATHS: tuple[str, ...] = (
     "$.model.name",
     "$.device",
@@ -41,6 +42,9 @@ JOB_PATHS: tuple[str, ...] = (
     "$.warm_load_ms",
     "$.sustained.summary.slowdown",
     "$.sustained.summary.time_to_first_throttle_s",
+    "$.energy.mj_per_inference",
+    "$.energy.uncertainty_mj",
+    "$.energy.source",
     "$.provenance.latency",
     "$.provenance.placement",
 )
@@ -81,6 +85,11 @@ class LatestResult:
     #: steady-state p50 / first-span p50 of a sustained run; None without one
     sustained_slowdown: float | None = None
     sustained_throttle_s: float | None = None
+    #: energy per inference during the timed runs (J) and its standard uncertainty; None without one
+    energy_j: float | None = None
+    energy_uncertainty_j: float | None = None
+    #: how `energy_j` was obtained ("estimated": battery draw under load minus idle)
+    energy_source: str = "estimated"
     #: how the op counts were obtained: "measured" (the profiled run), "planned" (MLComputePlan,
     #: or the compiler's placement where the run has no op profile), "synthetic"
     placement_source: str = "measured"
@@ -177,6 +186,9 @@ def parse_latest(values: list[Any]) -> LatestResult:
         warm_load_s=_scaled(doc["$.warm_load_ms"], 1 / MS_PER_S),
         sustained_slowdown=_number(doc["$.sustained.summary.slowdown"]),
         sustained_throttle_s=_number(doc["$.sustained.summary.time_to_first_throttle_s"]),
+        energy_j=_scaled(doc["$.energy.mj_per_inference"], 1 / MJ_PER_J),
+        energy_uncertainty_j=_scaled(doc["$.energy.uncertainty_mj"], 1 / MJ_PER_J),
+        energy_source=str(doc["$.energy.source"] or "estimated"),
         placement_source=placement_source,
         latency_source=str(doc["$.provenance.latency"] or "measured"),
     )

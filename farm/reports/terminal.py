@@ -13,6 +13,7 @@ from rich.text import Text
 from ondevice_farm.analysis.reference_state import FAILED, PASSED, reference_state
 from ondevice_farm.analysis.sessions import spread_warnings
 from ondevice_farm.compile.placement import short_provider
+from ondevice_farm.reports.energy_text import energy_lines
 from ondevice_farm.reports.fit import fit_table, table_width
 from ondevice_farm.reports.kernel_sources import kernel_sources_of
 from ondevice_farm.reports.provenance import describe, placement_mark, time_mark
@@ -228,6 +229,7 @@ def render_run(
             parts.append(compile_lines(job))
             parts.append(reference_lines(job))
             parts.append(sustained_lines(job))
+            parts.append(energy_lines(job))
             if job["ops"]:
                 sources = None if kernel_sources is None else kernel_sources.get(index, {})
                 parts.append(ops_table(job, sources=sources, width=None if wide else console.width))

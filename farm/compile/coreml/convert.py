@@ -162,7 +162,8 @@ def list_unsupported(graph: FoldedGraph, options: CoreMLOptions) -> list[Unlower
     """Every node the lowering cannot take; the op-type check alone where coremltools is missing."""
     table = lowering_table()
     try:
-        import coremltools  # noqa: F401
+        with quiet_coremltools():
+            import coremltools  # noqa: F401
     except ImportError:
         return find_unsupported(graph, table)
     try:

@@ -17,8 +17,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: device directories that exist in the sandbox; commands may name paths under these
-MAPPED_PREFIXES = ("/data/local/tmp", "/sdcard")
+#: device directories that exist in the sandbox; commands may name paths under these. The power
+#: supplies are the sandbox's own (empty unless the peer scripts a battery), never the host's.
+MAPPED_PREFIXES = ("/data/local/tmp", "/sdcard", "/sys/class/power_supply")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ class Sandbox:
         with self._lock:
             self._processes.append(proc)
         return proc
+
+    def session_ids(self) -> set[int]:
+        """Every command runs in a session of its own, its background jobs with it."""
+        with self._lock:
+            return {proc.pid for proc in self._processes}
 
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
         if proc.poll() is None:

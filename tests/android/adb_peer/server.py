@@ -7,6 +7,7 @@ its own thread and writes with adbd's flow control (one WRTE in flight until OKA
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
 from . import services, wire
+from .battery import BatteryScript, ScriptedBattery
 from .faults import Fault, Trigger
 from .sandbox import Identity, Sandbox
 
@@ -244,8 +246,15 @@ class AdbPeer:
         accept_unknown_keys: bool = False,
         path_prepend: tuple[str, ...] = (),
         shell_v2: bool = False,
+        battery: BatteryScript | None = None,
     ) -> None:
+        if battery is not None:
+            identity = dataclasses.replace(identity, dumpsys={**identity.dumpsys, "battery": battery.dumpsys})
         self.sandbox = Sandbox(sandbox_dir, identity, path_prepend)
+        #: `battery`: the unit's scripted battery (sysfs and `dumpsys battery`); None: it has none
+        self.battery = (
+            ScriptedBattery(self.sandbox.root, battery, self.sandbox.session_ids) if battery else None
+        )
         self.require_auth = require_auth
         self.accept_unknown_keys = accept_unknown_keys
         #: offer shell protocol v2 (separate stderr, exit status); adb-shell speaks only v1
@@ -274,6 +283,8 @@ class AdbPeer:
         listener.listen(8)
         self.port = listener.getsockname()[1]
         self._listener = listener
+        if self.battery is not None:
+            self.battery.start()
         self.track(services.start(self._accept_loop))
         return self
 
@@ -289,6 +300,8 @@ class AdbPeer:
         for connection in connections:
             connection.drop()
         self.sandbox.kill_all()
+        if self.battery is not None:
+            self.battery.stop()
         for thread in list(self._threads):
             thread.join(timeout=5)
 

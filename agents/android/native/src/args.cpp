@@ -39,6 +39,8 @@ const char* usage() {
          "       [--ep cpu|xnnpack|nnapi|qnn] [--ep-option KEY=VALUE]... [--ep-library LIB.so]\n"
          "       [--disable-cpu-fallback] [--warmup N] [--runs N] [--profile-runs N] [--threads N]\n"
          "       [--sustained-s SECONDS [--window-s SECONDS]]\n"
+         "       [--battery-dir DIR [--energy-idle-s S] [--energy-min-active-s S] [--energy-sample-ms MS]\n"
+         "        [--energy-settle-s S]]\n"
          "       farm_native_runner --version\n";
 }
 
@@ -68,12 +70,20 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--threads") o.threads = to_count(flag, value);
     else if (flag == "--sustained-s") o.sustained_s = to_seconds(flag, value);
     else if (flag == "--window-s") o.window_s = to_seconds(flag, value);
+    else if (flag == "--battery-dir") o.battery_dir = value;
+    else if (flag == "--energy-idle-s") o.energy_idle_s = to_seconds(flag, value);
+    else if (flag == "--energy-min-active-s") o.energy_min_active_s = to_seconds(flag, value);
+    else if (flag == "--energy-sample-ms") o.energy_sample_ms = to_seconds(flag, value);
+    else if (flag == "--energy-settle-s") o.energy_settle_s = to_seconds(flag, value);
     else throw std::runtime_error("unknown option " + flag);
   }
   if (o.version_only) return o;
   if (o.model.empty() || o.out_dir.empty()) throw std::runtime_error("--model and --out are required");
   if (o.runs < 1) throw std::runtime_error("--runs must be at least 1");
   if (o.sustained_s > 0 && o.window_s <= 0) throw std::runtime_error("--window-s must be positive");
+  if (!o.battery_dir.empty() && (o.energy_sample_ms < 1 || o.energy_idle_s <= 0)) {
+    throw std::runtime_error("--energy-sample-ms must be at least 1 and --energy-idle-s positive");
+  }
   if (o.ep != "cpu" && o.ep != "xnnpack" && o.ep != "nnapi" && o.ep != "qnn") {
     throw std::runtime_error("--ep must be cpu, xnnpack, nnapi or qnn, not '" + o.ep + "'");
   }

@@ -27,6 +27,15 @@ struct Options {
   //: after the timed runs, run back to back for this long, in windows of window_s (0: no phase)
   double sustained_s = 0;
   double window_s = 5;
+  //: a battery's sysfs directory (e.g. /sys/class/power_supply/battery): sample its current_now and
+  //: voltage_now over an idle window before the timed runs and during them (empty: no energy)
+  std::string battery_dir;
+  double energy_idle_s = 3;
+  //: the timed runs are followed by untimed ones until the active window lasts this long
+  double energy_min_active_s = 3;
+  double energy_sample_ms = 50;
+  //: a pause before the idle window that is not part of it (the warm-up's load fading)
+  double energy_settle_s = 1;
   bool version_only = false;
 };
 

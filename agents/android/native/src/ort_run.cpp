@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "energy.h"
 #include "json.h"
 #include "memory.h"
 #include "npy.h"
@@ -278,6 +279,13 @@ void measure(const Ort& ort, const Options& o) {
     for (int i = 0; i < o.warmup; ++i) run_once(ort, timed.session.get(), feeds, in_c, out_c, scratch);
     const double warmup_ms = ms_since(start);
 
+    EnergyRecorder energy(o);
+    if (energy.enabled()) {
+      stage = "energy_idle";
+      energy.idle_window();
+      energy.begin_active();
+    }
+
     stage = "timed_runs";
     std::vector<double> samples;
     samples.reserve(static_cast<size_t>(o.runs));
@@ -285,6 +293,16 @@ void measure(const Ort& ort, const Options& o) {
       start = Clock::now();
       run_once(ort, timed.session.get(), feeds, in_c, out_c, scratch);
       samples.push_back(ms_since(start));
+    }
+    if (energy.enabled()) {
+      // a fuel gauge needs more than a few milliseconds of load: untimed runs fill the window
+      stage = "energy_active";
+      int extra = 0;
+      while (energy.active_elapsed_s() < o.energy_min_active_s) {
+        run_once(ort, timed.session.get(), feeds, in_c, out_c, scratch);
+        ++extra;
+      }
+      energy.end_active(o.runs + extra, o.runs);
     }
     const int64_t hwm = status_bytes("VmHWM");
 
@@ -351,6 +369,7 @@ void measure(const Ort& ort, const Options& o) {
                "the profiled pass is not included");
     if (o.profile_runs > 0) result.add("profile", profile);
     if (o.sustained_s > 0) result.add("sustained", sustained);
+    if (energy.asked()) result.add("energy", energy.json());
     write_file_atomically(o.out_dir + "/result.json", result.str());
   } catch (const StageError&) {
     throw;
