@@ -21,6 +21,9 @@ from ondevice_farm.analysis.sustained import sustained_document
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile import compile_for_target
 from ondevice_farm.reference import reference_outputs
+from ondevice_farm.reports.compare import Column
+from ondevice_farm.reports.html_sustained import sustained
+from ondevice_farm.reports.sustained_text import sustained_lines
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import RunRequest
 from ondevice_farm_agents.ios.agent import IosAgent
@@ -97,11 +100,17 @@ def test_a_phone_s_thermal_state_is_the_throttle_signal_of_the_summary() -> None
     assert result.warm_load_ms == 21.4 and result.timed_span_unix_s is not None
     assert result.sustained is not None
 
-    summary = sustained_document(sustained_trace(result.sustained))["summary"]
+    document = sustained_document(sustained_trace(result.sustained))
+    summary = document["summary"]
 
     # the example leaves nominal at the end of its second window (5 s -> 10 s)
     assert (summary["throttle_signal"], summary["time_to_first_throttle_s"]) == ("thermal", 10.0)
     assert summary["thermal_status_reached"] == "serious"
+    shown = sustained_lines({"sustained": document}).plain
+    assert "throttles at 10 s (thermal)" in shown and "thermal state reached serious" in shown
+    job = {"sustained": document, "load_ms": 96.3, "warm_load_ms": 21.4}
+    html = sustained([Column("iphone15 coreml/ane", "r", "iphone15", "coreml/ane", "ok", job)])
+    assert "<td>serious</td>" in html and "iOS does not expose them to apps" in html
     nominal = dataclasses.replace(
         sustained_trace(result.sustained),
         windows=[
