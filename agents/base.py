@@ -106,6 +106,8 @@ WARM_LOAD_SAME_PROCESS = "second session in the same process"
 #: a second process started right after the first (onnxruntime_perf_test makes one session per
 #: process): the OS file cache and any on-disk compile cache warm, in-process caches cold again
 WARM_LOAD_SECOND_PROCESS = "second process"
+#: FarmRunner (iOS): the compiled model loaded again while the first copy is loaded, no compile
+WARM_LOAD_COMPILED_AGAIN = "compiled model loaded again in the same process"
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,14 @@ Read in the order a job flows:
     container.py    pushes into the app container, cached by hash, atomic
     contract.py     the job and result files (schemas in runner_contract/)
     job.py          write the job, launch, wait for the result, pull the outputs
+    battery.py      the battery gauge over the diagnostics relay -> energy per inference
+    sustained.py    the result's sustained phase -> SustainedTrace (thermal state per window)
     agent.py        IosAgent, the DeviceAgent for platform "ios"
 
     fakes.py, standin_app.py   a fake phone at the service boundary, and a host stand-in
                                for the app, for tests and demos without an iPhone
+    standin_mlprogram.py, standin_phases.py   the stand-in's ML Program run and its timed,
+                               loaded and sustained phases
 
 Nothing outside this package imports pymobiledevice3.
 """

@@ -2,8 +2,10 @@
 
 Per job: discover (usbmux + lockdown `ProductType` -> device profile), prepare (install
 FarmRunner once, push the model and inputs into its container, cached by hash), run
-(job file -> launch -> the app waits for a nominal thermal state, compiles, loads, times
-the predictions, asks MLComputePlan where each op runs -> result file -> pulled here).
+(job file -> launch -> the app waits for a nominal thermal state, compiles, loads, loads again
+warm, times the predictions, holds the load for the battery window, runs the sustained phase,
+asks MLComputePlan where each op runs -> result file -> pulled here). Around the job the host
+samples the battery gauge (`battery.py`): at idle before the launch, and all through the job.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import statistics
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from ondevice_farm.compile.io_names import IoNameMap, load_io_names
 from ondevice_farm.errors import DeviceError, UsageError
 from ondevice_farm.profiles import match_profile
 from ondevice_farm_agents.base import (
+    WARM_LOAD_COMPILED_AGAIN,
     AgentSettings,
     DeviceAgent,
     DeviceRun,
@@ -28,6 +31,7 @@ from ondevice_farm_agents.base import (
     RunRequest,
     Thermal,
 )
+from ondevice_farm_agents.ios.battery import BatterySampler, EnergySettings, energy_from_log
 from ondevice_farm_agents.ios.bridge import AsyncBridge
 from ondevice_farm_agents.ios.container import INPUTS_DIR, JOBS_DIR, MODELS_DIR, AppContainer, artifact_files
 from ondevice_farm_agents.ios.contract import (
@@ -42,6 +46,7 @@ from ondevice_farm_agents.ios.inventory import read_battery_pct, read_properties
 from ondevice_farm_agents.ios.job import DEFAULT_POLL_S, JobOutcome, run_job
 from ondevice_farm_agents.ios.link import DeviceLink
 from ondevice_farm_agents.ios.provider import DEFAULT_TUNNELD_ADDRESS, ConnectionProvider, UsbmuxProvider
+from ondevice_farm_agents.ios.sustained import sustained_trace
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,7 @@ class IosOptions:
         known = {
             "ios_bundle_id", "ios_app_package", "ios_udids", "ios_usbmux_address", "ios_tunneld",
             "ios_connection", "ios_poll_s", "ios_thermal_deadline_s", "ios_thermal_wait_for",
+            "ios_energy_idle_s", "ios_energy_min_active_s", "ios_energy_sample_s",
         }  # fmt: skip
         unknown = sorted(k for k in extra if k.startswith("ios_") and k not in known)
         if unknown:
@@ -109,6 +115,7 @@ class IosAgent(DeviceAgent):
     def __init__(self, settings: AgentSettings, provider: ConnectionProvider | None = None) -> None:
         super().__init__(settings)
         self.options = IosOptions.from_extra(settings.extra)
+        self.energy = EnergySettings.from_extra(settings.extra)
         self._provider: ConnectionProvider = provider or UsbmuxProvider(
             usbmux_address=self.options.usbmux_address,
             tunneld_address=self.options.tunneld_address,
@@ -155,6 +162,14 @@ class IosAgent(DeviceAgent):
         self._push(container, request)
 
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        return self._run(unit, request, with_energy=self.energy.enabled)
+
+    def measure_session(self, unit: DeviceUnit, request: RunRequest) -> list[float]:
+        # a repeat measures latency only: the first session's energy and sustained phase are the job's
+        again = replace(request, profile_ops=False, repeats=1, sustained_s=0.0)
+        return self._run(unit, again, with_energy=False).samples_ms
+
+    def _run(self, unit: DeviceUnit, request: RunRequest, with_energy: bool) -> DeviceRun:
         link = self._link(unit.serial)
         bundle_id = self._bundle_id(unit)
         container = AppContainer(link, bundle_id)
@@ -162,6 +177,11 @@ class IosAgent(DeviceAgent):
         model_path, input_files = self._push(container, request, io_names)
         job_id = uuid.uuid4().hex[:16]
         thermal_deadline_s = self._thermal_deadline_s(unit)
+        sampler = BatterySampler(link, self.energy) if with_energy else None
+        if sampler is not None:
+            sampler.idle()
+        # a phone whose battery cannot tell (charging, no gauge values) is spared the loaded window
+        min_active_s = self.energy.min_active_s if sampler is not None and not sampler.log.absent else 0.0
         job: dict[str, Any] = {
             "schema": JOB_SCHEMA_ID,
             "job_id": job_id,
@@ -174,7 +194,9 @@ class IosAgent(DeviceAgent):
             "warmup": request.warmup,
             "runs": request.runs,
             "profile_ops": request.profile_ops,
+            "min_active_s": min_active_s,
             "thermal": {"wait_for": self.options.thermal_wait_for, "deadline_s": thermal_deadline_s},
+            "sustained": {"duration_s": request.sustained_s, "window_s": request.sustained_window_s},
             "inputs": input_files,
             "outputs": [{"name": f.feature_name, "onnx_name": f.onnx_name} for f in io_names.outputs]
             if io_names is not None
@@ -187,10 +209,17 @@ class IosAgent(DeviceAgent):
             container,
             bundle_id,
             job,
-            deadline_s=thermal_deadline_s + request.timeout_s,
+            deadline_s=thermal_deadline_s + request.timeout_s + min_active_s,
             poll_s=self.options.poll_s,
+            during=sampler.during_job if sampler is not None else None,
         )
-        return _device_run(outcome)
+        run = _device_run(outcome)
+        if sampler is not None:
+            result = outcome.result
+            run.energy = energy_from_log(
+                sampler.log, result.active_span_unix_s, result.active_inferences, self.energy.sample_s
+            )
+        return run
 
     def health(self, unit: DeviceUnit) -> Health:
         try:
@@ -254,7 +283,8 @@ def request_io_names(request: RunRequest) -> IoNameMap | None:
 def _device_run(outcome: JobOutcome) -> DeviceRun:
     result = outcome.result
     notes = [
-        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms",
+        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms; warm load = a second "
+        f"load of the compiled model, the first still loaded (no compile): {result.warm_load_ms:.1f} ms",
         f"thermal wait {result.thermal_waited_ms:.0f} ms before the job",
     ]
     median_ms = statistics.median(result.samples_ms) if result.samples_ms else result.first_inference_ms
@@ -289,4 +319,7 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
         placement_source="planned",
         formulas={"op_times": OP_TIME_FORMULA} if ops else {},
         peak_memory_kind="phys_footprint",
+        warm_load_ms=result.warm_load_ms,
+        warm_load_method=WARM_LOAD_COMPILED_AGAIN,
+        sustained=sustained_trace(result.sustained) if result.sustained is not None else None,
     )

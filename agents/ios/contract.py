@@ -21,8 +21,8 @@ from ondevice_farm.targets import Target
 
 JOB_SCHEMA = "job.schema.json"
 RESULT_SCHEMA = "result.schema.json"
-JOB_SCHEMA_ID = "farm.ios.job/2"
-RESULT_SCHEMA_ID = "farm.ios.result/2"
+JOB_SCHEMA_ID = "farm.ios.job/3"
+RESULT_SCHEMA_ID = "farm.ios.result/3"
 
 #: farm CoreML backend -> MLComputeUnits case name
 COMPUTE_UNITS: dict[str, str] = {
@@ -139,6 +139,8 @@ class RunnerResult:
     os_version: str
     compile_ms: float
     load_ms: float
+    #: a second load of the compiled model, the first still loaded (caches warm)
+    warm_load_ms: float
     first_inference_ms: float
     samples_ms: list[float]
     thermal_before: str
@@ -148,6 +150,18 @@ class RunnerResult:
     plan_ops: list[PlannedOp] = field(default_factory=list)
     plan_note: str = ""
     peak_footprint_bytes: int | None = None
+    #: the phone's wall clock (s since 1970) at the edges of the timed runs and the sustained phase
+    timed_span_unix_s: tuple[float, float] | None = None
+    #: the timed runs and the untimed ones after them (the job's min_active_s), and their count
+    active_span_unix_s: tuple[float, float] | None = None
+    active_inferences: int = 0
+    sustained_span_unix_s: tuple[float, float] | None = None
+    #: the result's `sustained` object as written (`ondevice_farm_agents.ios.sustained` reads it)
+    sustained: dict[str, Any] | None = None
+
+
+def _span(value: Any) -> tuple[float, float] | None:
+    return (float(value[0]), float(value[1])) if isinstance(value, list) and len(value) == 2 else None
 
 
 def parse_result(raw: bytes, job_id: str, where: str) -> RunnerResult:
@@ -176,12 +190,14 @@ def parse_result(raw: bytes, job_id: str, where: str) -> RunnerResult:
         for op in plan.get("ops", [])
     ]
     runner = document["runner"]
+    spans = document.get("spans_unix_s") or {}
     return RunnerResult(
         job_id=job_id,
         runner=f"{runner['name']} {runner['version']}",
         os_version=runner["os_version"],
         compile_ms=float(document["timings_ms"]["compile"]),
         load_ms=float(document["timings_ms"]["load"]),
+        warm_load_ms=float(document["timings_ms"]["warm_load"]),
         first_inference_ms=float(document["timings_ms"]["first_inference"]),
         samples_ms=[float(s) for s in document["samples_ms"]],
         thermal_before=document["thermal"]["before"],
@@ -194,6 +210,11 @@ def parse_result(raw: bytes, job_id: str, where: str) -> RunnerResult:
         plan_ops=ops,
         plan_note="" if plan["available"] else str(plan.get("reason", "no compute plan")),
         peak_footprint_bytes=document.get("memory", {}).get("peak_footprint_bytes"),
+        timed_span_unix_s=_span(spans.get("timed")),
+        active_span_unix_s=_span(spans.get("active")),
+        active_inferences=int(document.get("active_inferences") or 0),
+        sustained_span_unix_s=_span(spans.get("sustained")),
+        sustained=document.get("sustained"),
     )
 
 

@@ -33,7 +33,13 @@ from pymobiledevice3.exceptions import (
     PasswordRequiredError,
 )
 
-from ondevice_farm_agents.ios.provider import ContainerFiles, InstallationProxy, Lockdown, ProcessControl
+from ondevice_farm_agents.ios.provider import (
+    ContainerFiles,
+    Diagnostics,
+    InstallationProxy,
+    Lockdown,
+    ProcessControl,
+)
 
 #: an installed app's code: called on its own thread with (container, launch arguments, process)
 AppProgram = Callable[["AppFiles", list[str], "FakeProcess"], None]
@@ -156,6 +162,9 @@ class FakePhone:
         self.pairing_refused = False
         #: successive readings of ProcessInfo.thermalState; the last one repeats
         self.thermal_readings: list[str] = ["nominal"]
+        #: the IORegistry entry of class IOPMPowerSource the diagnostics relay serves: `idle`
+        #: while no app of the phone runs, `busy` while one does (None: the relay returns none)
+        self.battery_registry: dict[str, dict[str, Any] | None] = {"idle": None, "busy": None}
         #: every service call, as (operation, path or bundle id), for tests to count
         self.operations: list[tuple[str, str]] = []
         self._unplug_rules: list[tuple[str, str, list[int]]] = []
@@ -212,6 +221,11 @@ class FakePhone:
             process.thread.start()
         self.processes[process.pid] = process
         return process.pid
+
+    def power_source(self) -> dict[str, Any] | None:
+        busy = any(p.running for p in self.processes.values())
+        entry = self.battery_registry["busy" if busy else "idle"]
+        return dict(entry) if entry is not None else None
 
     def pid_of(self, bundle_id: str) -> int:
         for process in self.processes.values():
@@ -330,6 +344,21 @@ class FakeProcessControl:
         return self._phone.pid_of(app_bundle_identifier)
 
 
+class FakeDiagnostics:
+    """The diagnostics relay's IORegistry query, as DiagnosticsService.ioregistry answers it: the
+    `IORegistry` dict of the matched entry, `{}` where nothing matches."""
+
+    def __init__(self, phone: FakePhone) -> None:
+        self._phone = phone
+
+    async def ioregistry(
+        self, plane: str | None = None, name: str | None = None, ioclass: str | None = None
+    ) -> dict[str, Any] | None:
+        self._phone.operation("ioregistry", ioclass or name or plane or "")
+        entry = self._phone.power_source() if ioclass == "IOPMPowerSource" and not name else None
+        return entry if entry is not None else {}
+
+
 class FakeProvider:
     """A `ConnectionProvider` over fake phones; an unplugged phone is gone from usbmux."""
 
@@ -366,3 +395,7 @@ class FakeProvider:
     @asynccontextmanager
     async def process_control(self, serial: str) -> AsyncIterator[ProcessControl]:
         yield FakeProcessControl(self._phone(serial))
+
+    @asynccontextmanager
+    async def diagnostics(self, serial: str) -> AsyncIterator[Diagnostics]:
+        yield FakeDiagnostics(self._phone(serial))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +41,10 @@ def run_job(
     job: dict[str, Any],
     deadline_s: float,
     poll_s: float = DEFAULT_POLL_S,
+    during: Callable[[], AbstractAsyncContextManager[None]] | None = None,
 ) -> JobOutcome:
-    """Run `job` (a document valid under the job schema) and bring back its result and outputs."""
+    """Run `job` (a document valid under the job schema) and bring back its result and outputs;
+    `during` is entered around the app's run (the battery sampler)."""
     problems = contract_errors(job, JOB_SCHEMA)
     if problems:
         raise DeviceError(
@@ -50,7 +54,9 @@ def run_job(
     job_dir = f"{JOBS_DIR}/{job_id}"
     container.write(f"{job_dir}/job.json", json.dumps(job, indent=1).encode())
     try:
-        raw = _launch_and_wait(link, bundle_id, f"{job_dir}/job.json", job["result_path"], deadline_s, poll_s)
+        raw = _launch_and_wait(
+            link, bundle_id, f"{job_dir}/job.json", job["result_path"], deadline_s, poll_s, during
+        )
         result = parse_result(raw, job_id, f"{link.serial}: job {job_id}")
         total = sum(int(np.prod(o.shape)) * 8 for o in result.outputs)
         blobs = container.read_all([o.path for o in result.outputs], total)
@@ -72,10 +78,16 @@ def run_job(
 
 
 def _launch_and_wait(
-    link: DeviceLink, bundle_id: str, job_path: str, result_path: str, deadline_s: float, poll_s: float
+    link: DeviceLink,
+    bundle_id: str,
+    job_path: str,
+    result_path: str,
+    deadline_s: float,
+    poll_s: float,
+    during: Callable[[], AbstractAsyncContextManager[None]] | None,
 ) -> bytes:
     async def launch_and_wait() -> bytes:
-        async with link.provider.process_control(link.serial) as control:
+        async with (during or nullcontext)(), link.provider.process_control(link.serial) as control:
             pid = await control.launch(bundle_id, arguments=[JOB_ARGUMENT, job_path], kill_existing=True)
             try:
                 async with link.provider.app_container(link.serial, bundle_id) as afc:

@@ -76,6 +76,14 @@ class ProcessControl(Protocol):
     async def process_identifier_for_bundle_identifier(self, app_bundle_identifier: str) -> int: ...
 
 
+class Diagnostics(Protocol):
+    """`pymobiledevice3.services.diagnostics.DiagnosticsService` (the diagnostics relay)."""
+
+    async def ioregistry(
+        self, plane: str | None = None, name: str | None = None, ioclass: str | None = None
+    ) -> dict[str, Any] | None: ...
+
+
 class ConnectionProvider(Protocol):
     """Opens the services of one attached phone; each context closes what it opened."""
 
@@ -90,6 +98,8 @@ class ConnectionProvider(Protocol):
     def app_container(self, serial: str, bundle_id: str) -> AbstractAsyncContextManager[ContainerFiles]: ...
 
     def process_control(self, serial: str) -> AbstractAsyncContextManager[ProcessControl]: ...
+
+    def diagnostics(self, serial: str) -> AbstractAsyncContextManager[Diagnostics]: ...
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,13 @@ class UsbmuxProvider:
             service = await HouseArrestService.create(client, bundle_id)  # type: ignore[arg-type]
             async with service:
                 yield service
+
+    @asynccontextmanager
+    async def diagnostics(self, serial: str) -> AsyncIterator[Diagnostics]:
+        from pymobiledevice3.services.diagnostics import DiagnosticsService
+
+        async with self.lockdown(serial) as client, DiagnosticsService(lockdown=client) as service:  # type: ignore[arg-type]
+            yield service
 
     @asynccontextmanager
     async def process_control(self, serial: str) -> AsyncIterator[ProcessControl]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ondevice_farm_agents.ios.contract import DTYPES
 from ondevice_farm_agents.ios.fakes import AppFiles
+from ondevice_farm_agents.ios.standin_phases import measured_phases
 
 #: executor output dtype -> the contract dtype it is written as (every float output as float32)
 _OUTPUT_DTYPES = {"float16": "float32", "float32": "float32", "float64": "float32", "int32": "int32"}
@@ -65,26 +66,26 @@ def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     from ondevice_farm.compile.coreml.executor import run_program
 
     with tempfile.TemporaryDirectory(prefix="farm-standin-") as scratch:
+        # "compile": the package laid out on disk, as MLModel.compileModel(at:) leaves a .mlmodelc
         start = time.perf_counter()
         package = _materialise(files, job["model"]["path"], Path(scratch))
-        # the weights are read here, whole: the scratch copy may go once this returns
-        program = _load_package_program(package)
         compile_ms = (time.perf_counter() - start) * 1000.0
-    start = time.perf_counter()
+        # the weights are read here, whole: the scratch copy may go once this returns
+        start = time.perf_counter()
+        program = _load_package_program(package)
+        load_ms = (time.perf_counter() - start) * 1000.0
+        # the warm load: the same package loaded again, the first program still held
+        start = time.perf_counter()
+        warm = _load_package_program(package)
+        warm_load_ms = (time.perf_counter() - start) * 1000.0
+        del warm
     function = program.functions["main"]
     feature_names = list(function.inputs)
-    load_ms = (time.perf_counter() - start) * 1000.0
     feeds = _feeds(files, job, feature_names)
     start = time.perf_counter()
     outputs = run_program(program, feeds)
     first_ms = (time.perf_counter() - start) * 1000.0
-    for _ in range(job["warmup"]):
-        run_program(program, feeds)
-    samples = []
-    for _ in range(job["runs"]):
-        start = time.perf_counter()
-        run_program(program, feeds)
-        samples.append((time.perf_counter() - start) * 1000.0)
+    phases = measured_phases(lambda: run_program(program, feeds), job)
     onnx_names = {o["name"]: o["onnx_name"] for o in job["outputs"]}
     written = []
     files.makedirs(job["outputs_dir"])
@@ -107,8 +108,13 @@ def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     else:
         plan = {"available": False, "reason": "profile_ops was false"}
     return {
-        "timings_ms": {"compile": compile_ms, "load": load_ms, "first_inference": first_ms},
-        "samples_ms": samples,
+        "timings_ms": {
+            "compile": compile_ms,
+            "load": load_ms,
+            "warm_load": warm_load_ms,
+            "first_inference": first_ms,
+        },
+        **phases,
         "outputs": written,
         "compute_plan": plan,
         "memory": {"peak_footprint_bytes": None},

@@ -1,5 +1,6 @@
-"""`farm diverge --on-device`: per-layer curves of a run's ONNX Runtime phone jobs, measured on
-their own devices (`ondevice_farm.controller.layer_probe`), in place of "needs the device"."""
+"""`farm diverge --on-device`: per-layer curves of a run's phone jobs, measured on their own devices
+(`ondevice_farm.controller.layer_probe`): ONNX Runtime jobs in place of "needs the device", CoreML
+jobs in place of the host MIL executor's prediction."""
 
 from __future__ import annotations
 
@@ -25,19 +26,26 @@ def measure_on_devices(
     address: str | None,
 ) -> None:
     """Adds a measured curve to `report.layers` for every job its layers were missing for because
-    they needed the device, and says why where one could not be measured."""
+    they needed the device, and for every CoreML job (replacing its predicted curve); says why
+    where one could not be measured."""
     import onnx
 
     from ondevice_farm.cli.agent import fleet_settings
     from ondevice_farm.controller.cluster import ClusterConfig
-    from ondevice_farm.controller.layer_probe import DEVICE_NOTE, device_measure
+    from ondevice_farm.controller.layer_probe import device_measure, layer_note
     from ondevice_farm.reports.document import locate_model
 
     model_path = locate_model(run, None, state.home.artifacts)
     if model_path is None:
         raise UsageError("the run's source model is not found", hint="pass --model")
     wanted = [
-        c for c in report.columns if c.ok and c.target.startswith("ort/") and c.label in report.layers_missing
+        c
+        for c in report.columns
+        if c.ok
+        and (
+            (c.target.startswith("ort/") and c.label in report.layers_missing)
+            or c.target.startswith("coreml/")
+        )
     ]
     if not wanted:
         return
@@ -46,6 +54,7 @@ def measure_on_devices(
     points = layer_points(onnx.load(str(Path(model_path))))
     for column in wanted:
         floor = snr_floor_db(column.target, column.precision)
+        runners: list[str] = []
         measure = device_measure(
             Path(model_path),
             dict(run),
@@ -57,15 +66,16 @@ def measure_on_devices(
             cluster=cluster,
             progress=StderrProgress(),
             store=state.store,
+            runners=runners,
         )
         try:
             layers, first, method, runs = search_divergence(points, measure, budget=budget)
         except FarmError as exc:
             report.layers_missing[column.label] = f"measuring on the device failed: {exc.message}"
             continue
-        del report.layers_missing[column.label]
-        if report.layers is None:
-            report.layers = []
+        report.layers_missing.pop(column.label, None)
+        # a CoreML job's predicted curve gives way to the one measured on its device
+        report.layers = [c for c in report.layers or [] if c.label != column.label]
         report.layers.append(
             DivergenceCurve(
                 label=column.label,
@@ -78,6 +88,6 @@ def measure_on_devices(
                 layers=layers,
                 first=first,
                 backend=None,
-                note=DEVICE_NOTE,
+                note=layer_note(runners[-1] if runners else ""),
             )
         )

@@ -44,8 +44,8 @@ from ondevice_farm.cli.output import json_default
 @click.option(
     "--on-device",
     is_flag=True,
-    help="Measure the ONNX Runtime jobs on their own devices (phones, boards): one more run each, "
-    "of the model with its intermediate tensors exposed.",
+    help="Measure the phone and board jobs on their own devices (ONNX Runtime; CoreML on iPhones, in "
+    "place of the host prediction): one more run each, of the model with its intermediate tensors exposed.",
 )
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (with --on-device).")
 @click.option("--address", help="Ray cluster address for --on-device (default: an embedded local Ray).")
@@ -65,8 +65,8 @@ def diverge(
     as_json: bool,
 ) -> None:
     """Per-layer error against the host reference for each job of RUN, and the first layer out of
-    tolerance: measured for host jobs (and with --on-device for phone jobs), predicted for CoreML
-    and fp16 phone jobs."""
+    tolerance: measured for host jobs (and with --on-device for phone jobs, CoreML ones included),
+    predicted for CoreML and fp16 phone jobs otherwise."""
     from ondevice_farm.cli.runs import load_run, open_store
     from ondevice_farm.reports.document import build_report
 

@@ -29,6 +29,7 @@ def sustained(columns: list[Column]) -> str:
                 _num(s.get("slowdown"), 2),
                 "none" if throttle is None else f"{throttle:.0f} s ({e(s.get('throttle_signal'))})",
                 _num(s.get("max_temperature_c"), 1),
+                e(s.get("thermal_status_reached") or "-"),
                 _num(s.get("energy_mj_per_inference"), 3),
                 _num(column.job.get("load_ms"), 1) + " / " + _num(column.job.get("warm_load_ms"), 1),
             ]
@@ -42,11 +43,12 @@ def sustained(columns: list[Column]) -> str:
             "slowdown",
             "first throttle",
             "max °C",
+            "thermal state",
             "mJ/inf",
             "load first / warm ms",
         ],
         rows,
-        numeric={2, 3, 4, 6, 7},
+        numeric={2, 3, 4, 6, 8},
     )
     missing = sorted({u for _, s in jobs for u in s.get("unavailable") or []})
     note = (

@@ -39,6 +39,8 @@ def sustained_lines(job: dict[str, Any]) -> Text:
         line += f"; CPU {s['start_cpu_freq_mhz']:.0f} -> {s['end_cpu_freq_mhz']:.0f} MHz"
     if s.get("max_temperature_c") is not None:
         line += f"; max {s['max_temperature_c']:.1f} °C"
+    if s.get("thermal_status_reached") is not None:
+        line += f"; thermal state reached {s['thermal_status_reached']}"
     if s.get("energy_mj_per_inference") is not None:
         line += f"; {s['energy_mj_per_inference']:.3f} mJ/inference"
     text.append(line + "\n")

@@ -64,7 +64,7 @@ def test_an_ok_result_without_timings_breaks_the_contract_with_a_clear_error() -
 
 def test_a_result_that_is_not_json_says_so() -> None:
     with pytest.raises(DeviceError, match="not JSON"):
-        parse_result(b'{"schema": "farm.ios.result/2", "job', "3f9c2a7b1d0e4c55", "phone")
+        parse_result(b'{"schema": "farm.ios.result/3", "job', "3f9c2a7b1d0e4c55", "phone")
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ LOCATIONS: dict[str, tuple[str, str]] = {
     "JobFile": (JOB_SCHEMA, ""),
     "JobFile.Model": (JOB_SCHEMA, "/properties/model"),
     "JobFile.Thermal": (JOB_SCHEMA, "/properties/thermal"),
+    "JobFile.Sustained": (JOB_SCHEMA, "/properties/sustained"),
     "TensorFile": (JOB_SCHEMA, "/$defs/tensor_file"),
     "OutputName": (JOB_SCHEMA, "/$defs/output_name"),
     "ResultFile": (RESULT_SCHEMA, ""),
@@ -39,6 +40,10 @@ LOCATIONS: dict[str, tuple[str, str]] = {
     "ResultFile.Memory": (RESULT_SCHEMA, "/properties/memory"),
     "ResultFile.PlannedOp": (RESULT_SCHEMA, "/$defs/planned_op"),
     "ResultFile.ComputePlan": (RESULT_SCHEMA, "/properties/compute_plan"),
+    "ResultFile.Spans": (RESULT_SCHEMA, "/properties/spans_unix_s"),
+    "ResultFile.Sustained": (RESULT_SCHEMA, "/properties/sustained"),
+    "ResultFile.SustainedWindow": (RESULT_SCHEMA, "/$defs/window"),
+    "ResultFile.SustainedTelemetry": (RESULT_SCHEMA, "/$defs/telemetry"),
 }
 #: where a result's outputs are TensorFiles too
 ALSO_DECODED_AS = {"TensorFile": [(RESULT_SCHEMA, "/$defs/tensor_file")]}
@@ -153,7 +158,7 @@ def _example(name: str) -> dict[str, Any]:
     [
         ("example-job.json", JOB_SCHEMA, {
             "JobFile": lambda d: [d], "JobFile.Model": lambda d: [d["model"]],
-            "JobFile.Thermal": lambda d: [d["thermal"]],
+            "JobFile.Thermal": lambda d: [d["thermal"]], "JobFile.Sustained": lambda d: [d["sustained"]],
             "TensorFile": lambda d: d["inputs"], "OutputName": lambda d: d["outputs"]}),
         ("example-result.json", RESULT_SCHEMA, {
             "ResultFile": lambda d: [d], "ResultFile.Runner": lambda d: [d["runner"]],
@@ -162,7 +167,11 @@ def _example(name: str) -> dict[str, Any]:
             "ResultFile.Memory": lambda d: [d["memory"]],
             "TensorFile": lambda d: d["outputs"],
             "ResultFile.ComputePlan": lambda d: [d["compute_plan"]],
-            "ResultFile.PlannedOp": lambda d: d["compute_plan"]["ops"]}),
+            "ResultFile.PlannedOp": lambda d: d["compute_plan"]["ops"],
+            "ResultFile.Spans": lambda d: [d["spans_unix_s"]],
+            "ResultFile.Sustained": lambda d: [d["sustained"]],
+            "ResultFile.SustainedWindow": lambda d: d["sustained"]["windows"],
+            "ResultFile.SustainedTelemetry": lambda d: [d["sustained"]["start"]]}),
         ("example-error-result.json", RESULT_SCHEMA, {
             "ResultFile": lambda d: [d], "ResultFile.Failure": lambda d: [d["error"]]}),
     ],

@@ -5,8 +5,8 @@
 import Foundation
 
 public enum ContractCoding {
-    public static let jobSchema = "farm.ios.job/2"
-    public static let resultSchema = "farm.ios.result/2"
+    public static let jobSchema = "farm.ios.job/3"
+    public static let resultSchema = "farm.ios.result/3"
 
     public static var decoder: JSONDecoder { JSONDecoder() }
 
@@ -107,6 +107,17 @@ public struct JobFile: Codable, Sendable {
         }
     }
 
+    /// After the timed runs, predict back to back for `durationS` (0: none), in windows of `windowS`.
+    public struct Sustained: Codable, Sendable {
+        public let durationS: Double
+        public let windowS: Double
+
+        enum CodingKeys: String, CodingKey {
+            case durationS = "duration_s"
+            case windowS = "window_s"
+        }
+    }
+
     public let schema: String
     public let jobId: String
     public let model: Model
@@ -114,7 +125,9 @@ public struct JobFile: Codable, Sendable {
     public let warmup: Int
     public let runs: Int
     public let profileOps: Bool
+    public let minActiveS: Double
     public let thermal: Thermal
+    public let sustained: Sustained
     public let inputs: [TensorFile]
     public let outputs: [OutputName]
     public let resultPath: String
@@ -128,7 +141,9 @@ public struct JobFile: Codable, Sendable {
         case warmup
         case runs
         case profileOps = "profile_ops"
+        case minActiveS = "min_active_s"
         case thermal
+        case sustained
         case inputs
         case outputs
         case resultPath = "result_path"
@@ -169,11 +184,14 @@ public struct ResultFile: Codable, Sendable {
     public struct Timings: Codable, Sendable {
         public let compile: Double
         public let load: Double
+        /// a second load of the compiled model while the first is still loaded (caches warm)
+        public let warmLoad: Double
         public let firstInference: Double
 
         enum CodingKeys: String, CodingKey {
             case compile
             case load
+            case warmLoad = "warm_load"
             case firstInference = "first_inference"
         }
     }
@@ -214,6 +232,59 @@ public struct ResultFile: Codable, Sendable {
         }
     }
 
+    /// The phone's wall clock (seconds since 1970) at the edges of the timed runs and of the
+    /// sustained phase: the host lines its battery samples up with them.
+    public struct Spans: Codable, Sendable {
+        public let timed: [Double]
+        public let active: [Double]
+        public var sustained: [Double]?
+
+        enum CodingKeys: String, CodingKey {
+            case timed
+            case active
+            case sustained
+        }
+    }
+
+    /// What the app can read about the phone at a window's edge: `ProcessInfo.thermalState`.
+    public struct SustainedTelemetry: Codable, Sendable {
+        public let thermalState: ThermalLevel?
+
+        enum CodingKeys: String, CodingKey {
+            case thermalState = "thermal_state"
+        }
+    }
+
+    public struct SustainedWindow: Codable, Sendable {
+        public let startS: Double
+        public let endS: Double
+        public let samplesMs: [Double]
+        public let telemetry: SustainedTelemetry
+
+        enum CodingKeys: String, CodingKey {
+            case startS = "start_s"
+            case endS = "end_s"
+            case samplesMs = "samples_ms"
+            case telemetry
+        }
+    }
+
+    public struct Sustained: Codable, Sendable {
+        public let durationS: Double
+        public let windowS: Double
+        public let start: SustainedTelemetry
+        public let windows: [SustainedWindow]
+        public let unavailable: [String]
+
+        enum CodingKeys: String, CodingKey {
+            case durationS = "duration_s"
+            case windowS = "window_s"
+            case start
+            case windows
+            case unavailable
+        }
+    }
+
     public struct ComputePlan: Codable, Sendable {
         public let available: Bool
         public let reason: String?
@@ -234,6 +305,9 @@ public struct ResultFile: Codable, Sendable {
     public var computeUnits: String?
     public var timingsMs: Timings?
     public var samplesMs: [Double]?
+    public var spansUnixS: Spans?
+    public var activeInferences: Int?
+    public var sustained: Sustained?
     public var thermal: ThermalReport?
     public var memory: Memory?
     public var outputs: [TensorFile]?
@@ -248,6 +322,9 @@ public struct ResultFile: Codable, Sendable {
         case computeUnits = "compute_units"
         case timingsMs = "timings_ms"
         case samplesMs = "samples_ms"
+        case spansUnixS = "spans_unix_s"
+        case activeInferences = "active_inferences"
+        case sustained
         case thermal
         case memory
         case outputs

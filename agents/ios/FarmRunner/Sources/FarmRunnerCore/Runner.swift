@@ -1,11 +1,12 @@
-// One job: wait for a cool phone, compile, load, time the predictions, ask MLComputePlan where each
-// op runs, write the outputs and then, last and atomically, the result file.
+// One job: wait for a cool phone, compile, load (and load again, caches warm), time the predictions,
+// run the sustained phase the job asks for, ask MLComputePlan where each op runs, write the outputs
+// and then, last and atomically, the result file.
 import CoreML
 import Foundation
 
 public struct Runner {
     public static let name = "FarmRunner"
-    public static let version = "0.2.0"
+    public static let version = "0.3.0"
 
     let home: URL
     let job: JobFile
@@ -77,6 +78,13 @@ public struct Runner {
             throw Failure(kind: "load", message: "\(error)")
         }
         let loadMs = (clock.now - start).milliseconds
+        // The warm load: the same compiled model again while the first is loaded, so what CoreML
+        // caches per model (the ANE's compiled program, the GPU's pipelines) is already there.
+        start = clock.now
+        do { _ = try MLModel(contentsOf: compiledURL, configuration: configuration) } catch {
+            throw Failure(kind: "load", message: "second load: \(error)")
+        }
+        let warmLoadMs = (clock.now - start).milliseconds
 
         let features: MLFeatureProvider
         do { features = try Tensors.features(job.inputs, home: home, model: model.modelDescription) } catch {
@@ -90,14 +98,35 @@ public struct Runner {
             let firstMs = (clock.now - start).milliseconds
             for _ in 0..<job.warmup { _ = try model.prediction(from: features) }
             samples.reserveCapacity(job.runs)
+            let timedStart = Date().timeIntervalSince1970
             for _ in 0..<job.runs {
                 start = clock.now
                 _ = try model.prediction(from: features)
                 samples.append((clock.now - start).milliseconds)
             }
+            let timedEnd = Date().timeIntervalSince1970
+            // a loaded window long enough for the host to sample the battery over (its gauge
+            // updates about once a second): untimed predictions after the timed ones
+            var activeInferences = job.runs
+            while Date().timeIntervalSince1970 - timedStart < job.minActiveS {
+                _ = try model.prediction(from: features)
+                activeInferences += 1
+            }
+            var spans = ResultFile.Spans(timed: [timedStart, timedEnd], active: [timedStart, Date().timeIntervalSince1970])
+            var sustained: ResultFile.Sustained?
+            if job.sustained.durationS > 0 {
+                let sustainedStart = Date().timeIntervalSince1970
+                sustained = try SustainedPhase.run(durationS: job.sustained.durationS, windowS: job.sustained.windowS) {
+                    _ = try model.prediction(from: features)
+                }
+                spans.sustained = [sustainedStart, Date().timeIntervalSince1970]
+            }
             var result = ResultFile(jobId: job.jobId, runner: runner)
-            result.timingsMs = .init(compile: compileMs, load: loadMs, firstInference: firstMs)
+            result.timingsMs = .init(compile: compileMs, load: loadMs, warmLoad: warmLoadMs, firstInference: firstMs)
             result.samplesMs = samples
+            result.spansUnixS = spans
+            result.activeInferences = activeInferences
+            result.sustained = sustained
             result.computeUnits = job.computeUnits
             result.outputs = try writeOutputs(first, of: model)
             result.computePlan = await computePlan(compiledURL, configuration)

@@ -18,6 +18,8 @@ final class ContractTests: XCTestCase {
         XCTAssertEqual(job.inputs.first?.name, "input_1")
         XCTAssertEqual(job.inputs.first?.onnxName, "input.1")
         XCTAssertEqual(job.onnxName(ofOutput: "t_495"), "495")
+        XCTAssertEqual(job.sustained.durationS, 15)
+        XCTAssertEqual(job.sustained.windowS, 5)
     }
 
     func testAnOutputOutsideTheMapIsWrittenWithANullOnnxName() throws {
@@ -35,6 +37,9 @@ final class ContractTests: XCTestCase {
         XCTAssertEqual(result.computePlan?.ops?.first?.preferredDevice, "CPU")
         XCTAssertEqual(result.timingsMs?.firstInference, 7.9)
         XCTAssertEqual(result.outputs?.first?.onnxName, "495")
+        XCTAssertEqual(result.timingsMs?.warmLoad, 21.4)
+        XCTAssertEqual(result.sustained?.windows.last?.telemetry.thermalState, .serious)
+        XCTAssertEqual(result.spansUnixS?.timed.count, 2)
     }
 
     func testThermalLevelsAreOrderedCoolToHot() {
