@@ -49,6 +49,7 @@ def test_an_onnx_job_reports_a_measured_warm_load_beside_the_first(
 
     assert run.warm_load_ms is not None and run.warm_load_ms > 0
     assert run.warm_load_ms != run.load_ms  # two separate measurements, not one number copied
+    assert run.warm_load_method == "compiled model loaded again in the same process"
     assert any("warm load = a second load" in note for note in run.notes)
     assert run.sustained is None  # none asked for
 
@@ -85,6 +86,7 @@ def test_an_ml_program_job_loads_twice_and_runs_a_sustained_phase(
         tolerance=default_tolerance(ANE, artifact.report.precision),
     )
     assert document["warm_load_ms"] == run.warm_load_ms
+    assert document["warm_load_method"] == run.warm_load_method
     summary = document["sustained"]["summary"]
     assert summary["inferences"] == sum(len(w.samples_ms) for w in trace.windows) > 3
     assert summary["thermal_status_reached"] is None and summary["throttle_signal"] != "thermal"
