@@ -2,12 +2,14 @@
 
 Settings it reads from `AgentSettings.extra`: the CUDA ones (`CudaOptions`), and
 `host_telemetry_root`, the directory whose `sys/` a sustained run reads CPU frequencies, thermal
-zones and RAPL from (default `/`; a container that mounts the host's /sys elsewhere points here,
-as node_exporter's `--path.sysfs` does; $FARM_AGENT_HOST_TELEMETRY_ROOT at the CLI).
+zones and RAPL from, and the timed runs' energy its RAPL counters (default `/`; a container that
+mounts the host's /sys elsewhere points here, as node_exporter's `--path.sysfs` does;
+$FARM_AGENT_HOST_TELEMETRY_ROOT at the CLI), and the `host_energy_*` ones (`HostEnergySettings`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -33,6 +35,7 @@ from ondevice_farm_agents.base import (
     SustainedTrace,
 )
 from ondevice_farm_agents.host.cuda import CudaOptions, cuda_availability
+from ondevice_farm_agents.host.energy import HostEnergyMeter, HostEnergySettings
 from ondevice_farm_agents.host.memory import PeakMemory
 from ondevice_farm_agents.host.sustained import run_sustained
 from ondevice_farm_agents.host.telemetry import HostTelemetry
@@ -59,6 +62,8 @@ class HostAgent(DeviceAgent):
         super().__init__(settings)
         #: profile -> why no unit of it is here (filled by `discover`)
         self.absent: dict[str, str] = {}
+        self._energy = HostEnergySettings.from_extra(settings.extra)
+        self._telemetry_root = Path(settings.extra.get(TELEMETRY_ROOT, DEFAULT_TELEMETRY_ROOT))
 
     def discover(self) -> list[DeviceUnit]:
         import onnxruntime as ort
@@ -142,11 +147,14 @@ class HostAgent(DeviceAgent):
             first_ns = time.perf_counter_ns() - start
             for _ in range(request.warmup):
                 session.run(names, request.inputs)
-            samples: list[float] = []
-            for _ in range(request.runs):
-                start = time.perf_counter_ns()
-                session.run(names, request.inputs)
-                samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
+            # the idle window (where RAPL is readable) comes before the timed runs, the load after
+            with HostEnergyMeter(self._telemetry_root, self._energy) as meter:
+                samples: list[float] = []
+                for _ in range(request.runs):
+                    start = time.perf_counter_ns()
+                    session.run(names, request.inputs)
+                    samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
+                energy = meter.loaded(functools.partial(session.run, names, request.inputs), request.runs)
             sustained = self._sustained(session, names, request)
         del session
         # a second session in the same process: what a warm start (caches, allocator, page cache) costs
@@ -165,6 +173,7 @@ class HostAgent(DeviceAgent):
             warm_load_method=WARM_LOAD_SAME_PROCESS,
             sustained=sustained,
             peak_memory_kind="rss_delta",
+            energy=energy,
         )
         if request.profile_ops:
             self._profile(request, names, run)
@@ -173,7 +182,7 @@ class HostAgent(DeviceAgent):
     def _sustained(self, session: Any, names: list[str], request: RunRequest) -> SustainedTrace | None:
         if request.sustained_s <= 0:
             return None
-        telemetry = HostTelemetry(Path(self.settings.extra.get(TELEMETRY_ROOT, DEFAULT_TELEMETRY_ROOT)))
+        telemetry = HostTelemetry(self._telemetry_root)
         return run_sustained(
             lambda: session.run(names, request.inputs),
             request.sustained_s,

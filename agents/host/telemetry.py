@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ondevice_farm_agents.base import TelemetrySample
+from ondevice_farm_agents.host.rapl import RaplCounter
 
 KHZ_PER_MHZ = 1000.0
 MILLIDEGREES_PER_C = 1000.0
@@ -28,11 +29,7 @@ class HostTelemetry:
         sys = root / "sys"
         self._freq = sorted((sys / "devices/system/cpu").glob("cpu[0-9]*/cpufreq/scaling_cur_freq"))
         self._zones = sorted((sys / "class/thermal").glob("thermal_zone*"))
-        # package-level RAPL domains only (intel-rapl:N): their subdomains are counted inside them
-        self._energy = sorted((sys / "class/powercap").glob("intel-rapl:[0-9]"))
-        self._wrap_uj = {d: _number(d / "max_energy_range_uj") for d in self._energy}
-        self._last_uj: dict[Path, float] = {}
-        self._total_uj = 0.0
+        self._energy = RaplCounter(root)
 
     def unavailable(self) -> list[str]:
         missing = []
@@ -40,7 +37,7 @@ class HostTelemetry:
             missing.append("CPU frequency (no cpufreq in sysfs)")
         if not self._zones:
             missing.append("temperatures (no thermal zones in sysfs)")
-        if not self._energy or self.read().energy_uj is None:
+        if self._energy.absence():
             missing.append("energy (no readable RAPL counter in /sys/class/powercap)")
         return missing
 
@@ -56,21 +53,4 @@ class HostTelemetry:
             if milli is not None:
                 kind = (zone / "type").read_text().strip() if (zone / "type").is_file() else zone.name
                 temps[kind if kind not in temps else f"{kind}:{zone.name}"] = milli / MILLIDEGREES_PER_C
-        return TelemetrySample(cpu_freq_mhz=freq, temperatures_c=temps, energy_uj=self._energy_uj())
-
-    def _energy_uj(self) -> float | None:
-        """Energy since this reader was made, summed over packages, across counter wrap-arounds."""
-        readings = {d: _number(d / "energy_uj") for d in self._energy}
-        if not readings or any(v is None for v in readings.values()):
-            return None
-        for domain, value in readings.items():
-            assert value is not None
-            previous = self._last_uj.get(domain)
-            if previous is not None:
-                delta = value - previous
-                wrap = self._wrap_uj.get(domain)
-                if delta < 0 and wrap:
-                    delta += wrap
-                self._total_uj += max(0.0, delta)
-            self._last_uj[domain] = value
-        return self._total_uj
+        return TelemetrySample(cpu_freq_mhz=freq, temperatures_c=temps, energy_uj=self._energy.read_uj())

@@ -51,6 +51,33 @@ def _resolution_ua(currents: np.ndarray) -> float:
     return float(steps.min()) if steps.size else 0.0
 
 
+def _mean_and_error(values: np.ndarray, weights: np.ndarray | None) -> tuple[float, float]:
+    """A window's mean power and its standard error; `weights` (a counter's interval lengths)
+    make it the time-weighted mean, which for a counter is the window's energy over its time."""
+    if weights is None:
+        return float(values.mean()), math.sqrt(values.var(ddof=1) / values.size)
+    share = weights / weights.sum()
+    mean = float((share * values).sum())
+    # the weighted form of var(ddof=1) / n: equal weights give exactly that
+    error = math.sqrt(values.size / (values.size - 1) * float((share**2 * (values - mean) ** 2).sum()))
+    return mean, error
+
+
+def _loaded_minus_idle(
+    idle_mw: np.ndarray,
+    active_mw: np.ndarray,
+    quantum_mw: float,
+    per_s: float,
+    weights: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[float, float, float]:
+    """Baseline and loaded mean power (mW), and one standard uncertainty of the energy per
+    inference: both means' standard errors and the sensor's rounding (`quantum_mw`, already for
+    the difference of the means), times `per_s` (the window's seconds per inference)."""
+    baseline, idle_error = _mean_and_error(idle_mw, weights[0] if weights else None)
+    loaded, active_error = _mean_and_error(active_mw, weights[1] if weights else None)
+    return baseline, loaded, math.hypot(idle_error, active_error, quantum_mw) * per_s
+
+
 def _method(period_ms: float, idle_s: float, active_s: float, inferences: int) -> str:
     return (
         f"battery current_now x voltage_now sampled every {period_ms:g} ms; the mean power over "
@@ -91,12 +118,10 @@ def energy_estimate(data: dict[str, Any]) -> EnergyEstimate:
     drawn = current * discharge_sign
     power_mw = drawn * voltage / PW_PER_MW
     idle_mw, active_mw = power_mw[idle], power_mw[active]
-    baseline, loaded = float(idle_mw.mean()), float(active_mw.mean())
     per_s = active_s / inferences
-    spread = math.sqrt(idle_mw.var(ddof=1) / idle_mw.size + active_mw.var(ddof=1) / active_mw.size)
     step_mw = _resolution_ua(current[both]) * float(voltage[both].mean()) / PW_PER_MW
     quantum = step_mw / math.sqrt(12) * math.sqrt(1 / idle_mw.size + 1 / active_mw.size)
-    uncertainty = math.hypot(spread, quantum) * per_s
+    baseline, loaded, uncertainty = _loaded_minus_idle(idle_mw, active_mw, quantum, per_s)
     notes = []
     if bool(np.any(drawn[both] < 0)):
         notes.append(
@@ -145,3 +170,70 @@ def energy_document(estimate: EnergyEstimate) -> dict[str, Any]:
         "absent": estimate.absent or None,
         "notes": list(estimate.notes),
     }
+
+
+#: µJ/s = µW; 1e3 µW = 1 mW
+UW_PER_MW = 1e3
+
+
+def counter_energy_estimate(data: dict[str, Any], counter: str) -> EnergyEstimate:
+    """Energy per inference from a cumulative energy counter (host RAPL) read over the same two
+    windows: `t_s` and `energy_uj` (wrap-arounds already unrolled) instead of current and voltage.
+
+    Each pair of consecutive readings inside a window is one interval whose power is its energy
+    over its time; a window's mean power is the time-weighted mean of its intervals (its energy
+    over its time), and the uncertainty is the standard error of those means, as for a battery.
+    A counter's rounding (one energy unit, some µJ, at each end of a window) is negligible beside
+    that and left out. `counter` names what was read, for the method."""
+    idle_lo, idle_hi = _window(data, "idle")
+    active_lo, active_hi = _window(data, "active")
+    inferences = int(data["active"].get("inferences") or 0)
+    t = np.asarray(_floats(data.get("t_s")), dtype=np.float64)
+    energy = np.asarray(_floats(data.get("energy_uj")), dtype=np.float64)
+    if t.size != energy.size:
+        raise ValueError("the energy section's t_s and energy_uj differ in length")
+    finite = np.isfinite(t) & np.isfinite(energy)
+    t, energy = t[finite], energy[finite]
+    starts, ends, dt = t[:-1], t[1:], np.diff(t)
+    power_mw = np.divide(np.diff(energy), dt, out=np.zeros_like(dt), where=dt > 0) / UW_PER_MW
+    usable = dt > 0
+    idle = usable & (starts >= idle_lo) & (ends <= idle_hi)
+    active = usable & (starts >= active_lo) & (ends <= active_hi)
+    active_s = active_hi - active_lo
+    period_ms = float(data.get("sample_period_ms") or 0.0)
+    method = (
+        f"{counter} read every {period_ms:g} ms; the mean power over {idle_hi - idle_lo:.1f} s idle "
+        f"before the timed runs subtracted from the mean over {active_s:.1f} s of runs ({inferences} "
+        "inferences), times that time, divided by the inferences; the counter covers everything the "
+        "package did in that time, not the model alone"
+    )
+    n_idle, n_active = int(idle.sum()), int(active.sum())
+    if min(n_idle, n_active) < MIN_SAMPLES_PER_WINDOW or inferences < 1 or active_s <= 0:
+        return EnergyEstimate(
+            method=method,
+            absent=f"too few energy counter readings ({n_idle} intervals idle, {n_active} during the "
+            "runs); a longer idle window or more runs would give some",
+            idle_samples=n_idle,
+            active_samples=n_active,
+        )
+    per_s = active_s / inferences
+    baseline, loaded, uncertainty = _loaded_minus_idle(
+        power_mw[idle], power_mw[active], 0.0, per_s, weights=(dt[idle], dt[active])
+    )
+    notes = []
+    if loaded - baseline <= 2 * uncertainty / per_s:
+        notes.append("the runs drew no more than idle within twice the uncertainty")
+    if int(data.get("unreadable_samples") or 0):
+        notes.append(f"{data['unreadable_samples']} counter readings failed and were skipped")
+    return EnergyEstimate(
+        mj_per_inference=(loaded - baseline) * per_s,
+        baseline_mw=baseline,
+        active_mw=loaded,
+        uncertainty_mj=uncertainty,
+        method=method,
+        active_s=active_s,
+        inferences=inferences,
+        notes=tuple(notes),
+        idle_samples=n_idle,
+        active_samples=n_active,
+    )

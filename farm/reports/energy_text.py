@@ -18,11 +18,13 @@ def energy_summary(job: dict[str, Any]) -> str:
     line = f"{energy['mj_per_inference']:.4g}"
     if energy.get("uncertainty_mj") is not None:
         line += f" ± {energy['uncertainty_mj']:.2g}"
-    convention = energy.get("sign_convention") or "?"
+    # a battery's sign convention; a counter (host RAPL) has none
+    convention = energy.get("sign_convention")
     line += (
         f" mJ/inference (estimated: {energy['active_mw']:.0f} mW under load - {energy['baseline_mw']:.0f} mW "
-        f"idle over {energy['inferences']} inferences; battery current {convention})"
+        f"idle over {energy['inferences']} inferences"
     )
+    line += f"; battery current {convention})" if convention else ")"
     return line
 
 
