@@ -24,6 +24,7 @@ from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
 from ondevice_farm.store import ResultsStore, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 from ondevice_farm_agents.host.agent import HostAgent
+from tests.scripted_rapl import RaplScript, ScriptedRapl, process_tree
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_MODEL = REPO / "examples" / "tinynet.onnx"
@@ -32,16 +33,24 @@ SUITE = "smoke"
 SERVER_START_TIMEOUT_S = 20.0
 #: a short sustained phase after the timed runs, so the sustained panels have windows to show
 SUSTAINED_S, SUSTAINED_WINDOW_S = "1.2s", "0.3"
+#: the job's RAPL package counter, scripted (synthetic levels, no recording): idle and loaded
+#: package power, following the CPU the `farm submit` and its Ray cluster use (tests/scripted_rapl.py)
+RAPL_SCRIPT = RaplScript(idle_w=5.0, load_w=15.0, update_ms=25.0)
+#: short energy windows: the fixture's job pays them once (about 1.3 s)
+HOST_ENERGY = {
+    "FARM_AGENT_HOST_ENERGY_IDLE_S": "0.5",
+    "FARM_AGENT_HOST_ENERGY_MIN_ACTIVE_S": "0.5",
+    "FARM_AGENT_HOST_ENERGY_SETTLE_S": "0.3",
+}
 #: recorded `dumpsys thermalservice` of a Pixel-class phone (provenance: tests/android/fixtures/README.md)
 RECORDED_THERMAL = REPO / "tests/android/fixtures/dumpsys/thermalservice_pixel_memfault.txt"
 
 
 def telemetry_tree(root: Path) -> Path:
     """A sysfs tree for the host's telemetry reader (`host_telemetry_root`): this VM exposes no
-    thermal zones and no RAPL, so the sustained run reads these instead. The zones carry the
-    temperatures a real Pixel's thermal HAL reported (the recording above, through the farm's own
-    parser); the RAPL counter is there but stands still (nothing recorded one), so the run's
-    energy per inference is 0 J: what is checked is the figure's path, not a power draw."""
+    thermal zones and no RAPL, so the run reads these instead. The zones carry the temperatures a
+    real Pixel's thermal HAL reported (the recording above, through the farm's own parser); the
+    RAPL counter is `real_run`'s scripted one (`RAPL_SCRIPT`)."""
     from ondevice_farm_agents.android.thermal import parse_thermalservice
 
     recorded = parse_thermalservice(RECORDED_THERMAL.read_text()).temperatures_c
@@ -50,10 +59,6 @@ def telemetry_tree(root: Path) -> Path:
         zone.mkdir(parents=True)
         (zone / "type").write_text(f"{sensor}\n")
         (zone / "temp").write_text(f"{round(celsius * 1000)}\n")
-    rapl = root / "sys/class/powercap/intel-rapl:0"
-    rapl.mkdir(parents=True)
-    (rapl / "energy_uj").write_text("0\n")
-    (rapl / "max_energy_range_uj").write_text("262143328850\n")
     return root
 
 
@@ -77,12 +82,13 @@ class RealRun:
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
     """tinynet on host-cpu through the real pipeline (embedded Ray, ONNX Runtime, the store),
-    with a short sustained phase whose telemetry comes from `telemetry_tree`."""
+    with a short sustained phase whose telemetry comes from `telemetry_tree`, and energy per
+    inference from its scripted RAPL counter."""
     home = tmp_path_factory.mktemp("farm-home")
     tree = telemetry_tree(tmp_path_factory.mktemp("telemetry"))
     model = home / "tinynet.onnx"
     shutil.copy(EXAMPLE_MODEL, model)
-    done = subprocess.run(
+    submit = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -101,13 +107,20 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
             SUSTAINED_WINDOW_S,
             "--json",
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=180,
-        env={**os.environ, "FARM_AGENT_HOST_TELEMETRY_ROOT": str(tree)},
+        env={**os.environ, **HOST_ENERGY, "FARM_AGENT_HOST_TELEMETRY_ROOT": str(tree)},
     )
-    assert done.returncode == 0, done.stderr
-    return RealRun(home=home, document=json.loads(done.stdout))
+    with ScriptedRapl(tree, RAPL_SCRIPT, process_tree(submit.pid)):
+        try:
+            stdout, stderr = submit.communicate(timeout=180)
+        finally:
+            if submit.poll() is None:
+                submit.kill()
+                submit.communicate()
+    assert submit.returncode == 0, stderr
+    return RealRun(home=home, document=json.loads(stdout))
 
 
 def file_as_nightly(store: ResultsStore, job: dict[str, Any], suite: str = SUITE) -> str:
