@@ -14,6 +14,10 @@ Here, docs/results.md "Energy":
   sensor's resolution (its smallest step between readings, a uniform error per reading), scaled
   the same way. It does not cover what else the device did in the windows: the figure is
   `estimated`, the whole device's extra draw under this load.
+
+A cumulative energy counter (the host's RAPL package counter) gets the same windows and the same
+baseline subtraction and uncertainty through `counter_energy_estimate`, its readings turned into
+intervals of known energy and time.
 """
 
 from __future__ import annotations

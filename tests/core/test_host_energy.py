@@ -20,6 +20,7 @@ from ondevice_farm.errors import UsageError
 from ondevice_farm.inputs import resolve_shapes, seeded_inputs
 from ondevice_farm.model import inspect_model
 from ondevice_farm.profiles import load_profiles
+from ondevice_farm.reports.energy_text import energy_summary
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import AgentSettings, DeviceRun, RunRequest
 from ondevice_farm_agents.host.agent import HostAgent
@@ -86,6 +87,12 @@ def test_energy_per_inference_is_what_the_scripted_rapl_counter_implies(model: P
     document = energy_document(energy)
     assert document["estimated"] is True and document["source"] == "estimated"
     jsonschema.validate(document, SCHEMA["$defs"]["energy"])
+    # the terminal's and the HTML report's line: no battery, so no sign convention in it
+    assert energy_summary({"energy": document}) == (
+        f"{energy.mj_per_inference:.4g} ± {energy.uncertainty_mj:.2g} mJ/inference (estimated: "
+        f"{energy.active_mw:.0f} mW under load - {energy.baseline_mw:.0f} mW idle over {energy.inferences} "
+        "inferences)"
+    )
 
 
 def test_no_rapl_gives_the_reason_at_once_without_an_idle_window(model: Path, tmp_path: Path) -> None:
