@@ -189,6 +189,7 @@ class IosAgent(DeviceAgent):
             job,
             deadline_s=thermal_deadline_s + request.timeout_s,
             poll_s=self.options.poll_s,
+            cancelled=lambda: self.cancellation.cancelled(unit.serial),
         )
         return _device_run(outcome)
 

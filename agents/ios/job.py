@@ -3,7 +3,8 @@
 The app is launched through DVT process control with `--farm-job <path>`; it waits for a
 nominal thermal state itself (`ProcessInfo.thermalState` is only visible in-process),
 runs the model and writes its result file last and atomically. The host polls for that
-file until the job's deadline, and notices an app that died without writing one.
+file until the job's deadline, and notices an app that died without writing one. A job
+cancelled meanwhile (`cancelled`, asked at every poll) ends the app through process control.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ondevice_farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceError, DeviceTimeoutError, JobCancelledError
 from ondevice_farm_agents.ios.container import JOBS_DIR, AppContainer
 from ondevice_farm_agents.ios.contract import JOB_SCHEMA, RunnerResult, contract_errors, parse_result
 from ondevice_farm_agents.ios.link import DeviceLink
@@ -39,8 +41,10 @@ def run_job(
     job: dict[str, Any],
     deadline_s: float,
     poll_s: float = DEFAULT_POLL_S,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> JobOutcome:
-    """Run `job` (a document valid under the job schema) and bring back its result and outputs."""
+    """Run `job` (a document valid under the job schema) and bring back its result and outputs;
+    `cancelled` turning true ends the app and raises `JobCancelledError`."""
     problems = contract_errors(job, JOB_SCHEMA)
     if problems:
         raise DeviceError(
@@ -50,7 +54,9 @@ def run_job(
     job_dir = f"{JOBS_DIR}/{job_id}"
     container.write(f"{job_dir}/job.json", json.dumps(job, indent=1).encode())
     try:
-        raw = _launch_and_wait(link, bundle_id, f"{job_dir}/job.json", job["result_path"], deadline_s, poll_s)
+        raw = _launch_and_wait(
+            link, bundle_id, f"{job_dir}/job.json", job["result_path"], deadline_s, poll_s, cancelled
+        )
         result = parse_result(raw, job_id, f"{link.serial}: job {job_id}")
         total = sum(int(np.prod(o.shape)) * 8 for o in result.outputs)
         blobs = container.read_all([o.path for o in result.outputs], total)
@@ -72,10 +78,18 @@ def run_job(
 
 
 def _launch_and_wait(
-    link: DeviceLink, bundle_id: str, job_path: str, result_path: str, deadline_s: float, poll_s: float
+    link: DeviceLink,
+    bundle_id: str,
+    job_path: str,
+    result_path: str,
+    deadline_s: float,
+    poll_s: float,
+    cancelled: Callable[[], bool],
 ) -> bytes:
     async def launch_and_wait() -> bytes:
         async with link.provider.process_control(link.serial) as control:
+            if cancelled():
+                raise JobCancelledError(f"{link.serial}: the job was cancelled before FarmRunner started")
             pid = await control.launch(bundle_id, arguments=[JOB_ARGUMENT, job_path], kill_existing=True)
             try:
                 async with link.provider.app_container(link.serial, bundle_id) as afc:
@@ -83,6 +97,8 @@ def _launch_and_wait(
                     while True:
                         if await afc.exists(result_path):
                             return await afc.get_file_contents(result_path)
+                        if cancelled():  # the `finally` below ends the app
+                            raise JobCancelledError(f"{link.serial}: the job was cancelled; FarmRunner ended")
                         if await control.process_identifier_for_bundle_identifier(bundle_id) == 0:
                             # The app may have written its result just before exiting.
                             if await afc.exists(result_path):
