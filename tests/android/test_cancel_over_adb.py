@@ -50,6 +50,21 @@ def test_a_cancel_kills_the_detached_runner_on_the_unit(
     )
     before = runner_processes(pixel8_peer.sandbox)
     errors: list[BaseException] = []
+    try:
+        took_s = _run_and_cancel(pixel8_peer, settings, request, before, errors)
+    finally:
+        for pid in runner_processes(pixel8_peer.sandbox) - before:  # never left running on a failure
+            psutil.Process(pid).kill()
+    print(f"runner killed on the unit; the job ended {took_s:.2f} s after the cancel")
+
+
+def _run_and_cancel(
+    pixel8_peer: PeerHandle,
+    settings: AgentSettings,
+    request: RunRequest,
+    before: set[int],
+    errors: list[BaseException],
+) -> float:
     with one_unit(settings) as (agent, unit):
         agent.prepare(unit, request)
 
@@ -81,4 +96,4 @@ def test_a_cancel_kills_the_detached_runner_on_the_unit(
         time.sleep(0.1)
     assert not runner_processes(pixel8_peer.sandbox) & running, "the runner outlived the cancel"
     assert runner_processes(pixel8_peer.sandbox) == before
-    print(f"runner killed on the unit; the job ended {took_s:.2f} s after the cancel")
+    return took_s

@@ -92,11 +92,15 @@ def test_a_cancel_kills_a_repeats_session_process_by_its_pid(tiny_model: Path) -
     (unit, *_) = agent.discover()
     before = session_processes()
     job = InThread(lambda: agent.measure_session(unit, long_request(tiny_model, runs=10**9)))
-    wait_for(lambda: session_processes() - before, 60, "the repeat's session process")
-    running = session_processes() - before
-    time.sleep(0.5)  # inside its timed runs, not starting up
-    agent.cancel(unit)
-    took_s = job.join(STOPPED_WITHIN_S)
+    try:
+        wait_for(lambda: session_processes() - before, 60, "the repeat's session process")
+        running = session_processes() - before
+        time.sleep(0.5)  # inside its timed runs, not starting up
+        agent.cancel(unit)
+        took_s = job.join(STOPPED_WITHIN_S)
+    finally:
+        for pid in alive(session_processes() - before):  # never left running when this test fails
+            psutil.Process(pid).kill()
     assert isinstance(job.error, JobCancelledError), job.error
     assert not alive(running), "the session process outlived the cancel"
     assert session_processes() == before
