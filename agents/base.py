@@ -2,7 +2,9 @@
 
 A `DeviceAgent` serves every unit of one platform attached to this host. The controller
 calls, per job: `prepare` (push what the job needs, cached by hash), `run` (load, first
-inference, warm-up, timed runs, profiled pass, outputs), and between jobs `health`.
+inference, warm-up, timed runs, profiled pass, outputs), and between jobs `health`. From
+another thread, `cancel` stops the job a unit runs now (its submission was cancelled or
+abandoned).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ondevice_farm.compile.io_names import IoNameMap
 from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.targets import Target
+from ondevice_farm_agents.cancel import Cancellation
 
 DEFAULT_JOB_TIMEOUT_S = 600.0
 #: a sustained run reports latency percentiles and telemetry per window of this length
@@ -234,6 +237,8 @@ class DeviceAgent(ABC):
 
     def __init__(self, settings: AgentSettings) -> None:
         self.settings = settings
+        #: which units' jobs were cancelled, and how to stop what they run (see `cancel`)
+        self.cancellation = Cancellation()
 
     @abstractmethod
     def discover(self) -> list[DeviceUnit]:
@@ -256,6 +261,20 @@ class DeviceAgent(ABC):
     @abstractmethod
     def health(self, unit: DeviceUnit) -> Health:
         """Whether the unit is reachable, and its thermal state."""
+
+    def begin_job(self, unit: DeviceUnit) -> None:
+        """A job starts on `unit` (before `prepare`): a cancel meant for the one before is forgotten."""
+        self.cancellation.begin(unit.serial)
+
+    def cancel(self, unit: DeviceUnit) -> None:
+        """Stop the job `unit` runs now; called from another thread than `run`'s, while it runs.
+
+        `run` (or `measure_session`) then raises `JobCancelledError` instead of returning. This
+        marks the job cancelled, which the agent's loops notice at their next
+        `self.cancellation.check(serial)`, and calls what the running job registered with
+        `self.cancellation.stoppable(serial, stop)`: kill the session's process, the runner on a
+        phone, end an app. An agent that registers nothing stops at its next check only."""
+        self.cancellation.cancel(unit.serial)
 
     def absences(self) -> list[str]:
         """`<profile>: absent (<reason>)` for units this agent looked for and could not offer."""

@@ -16,8 +16,10 @@ def run_repeats(agent: DeviceAgent, unit: DeviceUnit, request: RunRequest) -> De
     if request.repeats < 1:
         raise ValueError("a job needs at least one measurement session")
     run = agent.run(unit, request)
+    agent.cancellation.check(unit.serial)
     sessions = [list(run.samples_ms)]
     for _ in range(request.repeats - 1):
+        agent.cancellation.check(unit.serial)  # a cancel that came as a session ended
         sessions.append(list(agent.measure_session(unit, request)))
     # a runner that reports only a summary (onnxruntime_perf_test) has no samples to keep
     run.repeat_samples_ms = sessions if all(sessions) else []

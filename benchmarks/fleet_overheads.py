@@ -12,8 +12,12 @@ All measured here, wall clock, with the real CLI as a user runs it, a tiny model
   suite with 1 model (4 jobs): per-job overhead = (T200 - T4) / 196, everything a job costs
   (compile, reference, scheduling, storing) amortised over 4 units.
 
-Prints each figure beside its goal from issue #21 and the ratio figure/goal. HOME and FARM_HOME
-are temp dirs: the Ray token this creates is not the user's.
+Prints each figure beside its goal from issue #21 and the ratio figure/goal. With `--baseline
+DIR` (a checkout of another farm version, e.g. `git worktree add /tmp/before COMMIT`), every
+figure is measured for it too, in the same run, block by block (baseline first), and printed
+before | after side by side. The load average is printed at the start and the end: on a shared
+machine it moves every figure. HOME and FARM_HOME are temp dirs: the Ray token this creates is
+not the user's.
 """
 
 from __future__ import annotations
@@ -52,7 +56,10 @@ def tiny_model(path: Path, width: int = 64) -> Path:
 
 def timed(args: list[str], env: dict[str, str], timeout_s: float = 600) -> float:
     began = time.perf_counter()
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout_s)
+    # in the tree's own root: `python -m` puts the working directory first on sys.path
+    done = subprocess.run(
+        args, env=env, capture_output=True, text=True, timeout=timeout_s, cwd=env.get("PYTHONPATH")
+    )
     took = time.perf_counter() - began
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args[2:])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -69,7 +76,7 @@ def write_suite(path: Path, models: list[Path], units: int) -> Path:
 def start_serve(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     serve = subprocess.Popen(
         [*FARM, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, cwd=env.get("PYTHONPATH"),
     )  # fmt: skip
     assert serve.stderr is not None
     deadline = time.monotonic() + 120
@@ -92,6 +99,44 @@ def stop(process: subprocess.Popen[str]) -> None:
         process.wait()
 
 
+def measure(
+    tree: str, root: Path, model: Path, repeats: int, skip_nightly: bool, export_token: bool
+) -> dict[str, float]:
+    """Every figure for the farm in `tree` (its checkout root, first on PYTHONPATH)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
+    env.update(HOME=str(root / "user"), RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=tree)
+    submit = ["submit", str(model), "--devices", "host-cpu", "--runs", "1", "--warmup", "0", "--no-profile"]
+    figures: dict[str, float] = {}
+    serve, address = start_serve({**env, "FARM_HOME": str(root / "head")})
+    try:
+        submitter = {**env, "FARM_HOME": str(root / "runner")}
+        if export_token:
+            submitter.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(root / "user/.ray/auth_token"))
+        timed([*FARM, *submit, "--address", address], submitter)  # first: the farm's caches filled
+        warm = [timed([*FARM, *submit, "--address", address], submitter) for _ in range(repeats)]
+    finally:
+        stop(serve)
+    figures["warm submit"] = statistics.median(warm)
+    cold_env = {**env, "FARM_HOME": str(root / "cold")}
+    timed([*FARM, *submit], cold_env)  # the same: a user's second submit of a model
+    figures["cold submit"] = statistics.median([timed([*FARM, *submit], cold_env) for _ in range(repeats)])
+    if not skip_nightly:
+        models = [tiny_model(root / f"m{i:02d}.onnx", 16 + i) for i in range(50)]
+        sim = {**env, "FARM_SIMULATED_DEVICES": "4", "FARM_AGENT_SIMULATED_LATENCY_MS": "0.1",
+               "FARM_AGENT_SIMULATED_PREFIX": "sim"}  # fmt: skip
+        small = timed([*FARM, "nightly", str(write_suite(root / "s1.yaml", models[:1], 4))],
+                      {**sim, "FARM_HOME": str(root / "n1")})  # fmt: skip
+        big = timed([*FARM, "nightly", str(write_suite(root / "s200.yaml", models, 4))],
+                    {**sim, "FARM_HOME": str(root / "n200")})  # fmt: skip
+        figures["per-job (200-job nightly)"] = (big - small) / 196
+        print(f"{tree}: nightly 4 jobs {small:.2f} s, 200 jobs {big:.2f} s (measured)", flush=True)
+    return figures
+
+
+def load_average() -> str:
+    return " ".join(f"{v:.1f}" for v in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="Submits timed per figure (median).")
@@ -101,47 +146,38 @@ def main() -> None:
         action="store_true",
         help="Export RAY_AUTH_MODE/RAY_AUTH_TOKEN_PATH to the submitter (farm before issue #21 needs it).",
     )
+    parser.add_argument("--baseline", type=Path, help="Another farm checkout, measured beside this one.")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="farm-overheads-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
-    env.update(HOME=str(root / "user"), RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=os.getcwd())
     model = tiny_model(root / "tiny.onnx")
-    submit = ["submit", str(model), "--devices", "host-cpu", "--runs", "1", "--warmup", "0", "--no-profile"]
-    figures: dict[str, float] = {}
+    trees = {"after": os.getcwd()}
+    if args.baseline is not None:
+        trees = {"before": str(args.baseline.resolve()), **trees}
+    print(f"load average (1, 5, 15 min) at the start: {load_average()}; {os.cpu_count()} CPUs", flush=True)
+    results: dict[str, dict[str, float]] = {}
     try:
-        serve_env = {**env, "FARM_HOME": str(root / "head")}
-        serve, address = start_serve(serve_env)
-        try:
-            submitter = {**env, "FARM_HOME": str(root / "runner")}
-            if args.export_token:
-                submitter.update(
-                    RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(root / "user/.ray/auth_token")
-                )
-            timed([*FARM, *submit, "--address", address], submitter)  # first: artifact and reference caches
-            warm = [timed([*FARM, *submit, "--address", address], submitter) for _ in range(args.repeats)]
-        finally:
-            stop(serve)
-        figures["warm submit"] = statistics.median(warm)
-        cold_env = {**env, "FARM_HOME": str(root / "cold")}
-        cold = [timed([*FARM, *submit], cold_env) for _ in range(args.repeats)]
-        figures["cold submit"] = statistics.median(cold)
-        if not args.skip_nightly:
-            models = [tiny_model(root / f"m{i:02d}.onnx", 16 + i) for i in range(50)]
-            sim = {**env, "FARM_SIMULATED_DEVICES": "4", "FARM_AGENT_SIMULATED_LATENCY_MS": "0.1",
-                   "FARM_AGENT_SIMULATED_PREFIX": "sim"}  # fmt: skip
-            small = timed([*FARM, "nightly", str(write_suite(root / "s1.yaml", models[:1], 4))],
-                          {**sim, "FARM_HOME": str(root / "n1")})  # fmt: skip
-            big = timed([*FARM, "nightly", str(write_suite(root / "s200.yaml", models, 4))],
-                        {**sim, "FARM_HOME": str(root / "n200")})  # fmt: skip
-            figures["per-job (200-job nightly)"] = (big - small) / 196
-            print(f"nightly: 4 jobs {small:.2f} s, 200 jobs {big:.2f} s (measured)")
+        for label, tree in trees.items():
+            results[label] = measure(
+                tree, root / label, model, args.repeats, args.skip_nightly, args.export_token
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"{'figure (measured, wall)':28} {'seconds':>9} {'goal':>7} {'ratio':>6}")
-    for name, seconds in figures.items():
+    print(f"load average at the end: {load_average()}")
+    after = results["after"]
+    before = results.get("before")
+    header = f"{'figure (measured, wall)':28}"
+    header += f" {'before s':>9}" if before else ""
+    header += f" {'after s':>9} {'goal s':>7} {'after/goal':>10}"
+    header += f" {'after/before':>12}" if before else ""
+    print(header)
+    for name, seconds in after.items():
         goal = GOALS_S[name]
-        print(f"{name:28} {seconds:9.3f} {goal:7.3f} {seconds / goal:6.2f}")
+        line = f"{name:28}"
+        line += f" {before[name]:9.3f}" if before else ""
+        line += f" {seconds:9.3f} {goal:7.3f} {seconds / goal:10.2f}"
+        line += f" {seconds / before[name]:12.2f}" if before else ""
+        print(line)
 
 
 if __name__ == "__main__":

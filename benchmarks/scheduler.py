@@ -58,7 +58,7 @@ class _Method:
     def __init__(self, rack: Any, serial: str, profile: str) -> None:
         self.rack, self.serial, self.profile = rack, serial, profile
 
-    def remote(self, request: Any, blob: Any = None) -> Any:
+    def remote(self, request: Any, blob: Any = None, job_id: str | None = None) -> Any:
         return self.rack.run_job.remote(self.serial, self.profile, request, blob)
 
 

@@ -47,6 +47,16 @@ class FarmHome:
         return self.root / "traces"
 
     @property
+    def models(self) -> Path:
+        """Models' descriptions by content hash (`ondevice_farm.model_cache`)."""
+        return self.root / "models"
+
+    @property
+    def compiled(self) -> Path:
+        """ONNX Runtime compile reports by source hash and target (`ondevice_farm.compile.cache`)."""
+        return self.root / "compiled"
+
+    @property
     def torch(self) -> Path:
         """PyTorch checkpoints' ONNX exports and eager references, by checkpoint hash."""
         return self.root / "torch"

@@ -8,7 +8,8 @@
     ├── DeviceError           exit 6   something went wrong on or with a device
     │   ├── DeviceLostError            the unit disconnected (retryable elsewhere)
     │   ├── DeviceTimeoutError         a call to the unit ran past its deadline (retryable)
-    │   └── DeviceAuthError            the unit refused us (keys, pairing)
+    │   ├── DeviceAuthError            the unit refused us (keys, pairing)
+    │   └── JobCancelledError          the job was stopped on its unit: its submission was cancelled
     ├── SchedulingError       exit 7   no unit can take a job before its deadline
     ├── StoreError            exit 8   the results store cannot be read or written
     └── ReferenceCheckError   exit 9   the run completed, but a job's outputs failed the reference check
@@ -87,6 +88,12 @@ class DeviceTimeoutError(DeviceError):
 
 class DeviceAuthError(DeviceError):
     default_hint = "accept the debugging prompt on the device, or check the host's keys"
+
+
+class JobCancelledError(DeviceError):
+    """A running job stopped on its unit because its submission was cancelled or abandoned."""
+
+    default_hint = "resubmit the model; jobs that completed before the cancel are in the store"
 
 
 class SchedulingError(FarmError):

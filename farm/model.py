@@ -5,27 +5,28 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import onnx
-from onnx import shape_inference
+from typing import TYPE_CHECKING
 
 from ondevice_farm.artifacts import sha256_path
 from ondevice_farm.errors import ModelError
 
-#: ONNX elem type -> numpy dtype name
+if TYPE_CHECKING:  # onnx costs an import 1-4 s (its ml_dtypes extension): loaded only to inspect
+    import onnx
+
+#: ONNX elem type (`onnx.TensorProto.DataType`, fixed by the ONNX spec) -> numpy dtype name
 ONNX_DTYPES: dict[int, str] = {
-    onnx.TensorProto.FLOAT: "float32",
-    onnx.TensorProto.FLOAT16: "float16",
-    onnx.TensorProto.DOUBLE: "float64",
-    onnx.TensorProto.INT64: "int64",
-    onnx.TensorProto.INT32: "int32",
-    onnx.TensorProto.INT16: "int16",
-    onnx.TensorProto.INT8: "int8",
-    onnx.TensorProto.UINT8: "uint8",
-    onnx.TensorProto.BOOL: "bool",
+    1: "float32",  # FLOAT
+    10: "float16",  # FLOAT16
+    11: "float64",  # DOUBLE
+    7: "int64",  # INT64
+    6: "int32",  # INT32
+    5: "int16",  # INT16
+    3: "int8",  # INT8
+    2: "uint8",  # UINT8
+    9: "bool",  # BOOL
 }
 #: element types a model may return but the farm cannot generate as inputs
-OUTPUT_ONLY_DTYPES: dict[int, str] = {onnx.TensorProto.STRING: "str"}
+OUTPUT_ONLY_DTYPES: dict[int, str] = {8: "str"}  # STRING
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ def _spec(value: onnx.ValueInfoProto, path: Path, *, output: bool = False) -> Te
     if dtype is None and output:
         dtype = OUTPUT_ONLY_DTYPES.get(tensor.elem_type)
     if dtype is None:
+        import onnx
+
         name = onnx.TensorProto.DataType.Name(tensor.elem_type)
         raise ModelError(f"{path}: tensor {value.name!r} has unsupported element type {name}")
     return TensorSpec(value.name, dtype, tuple(dims))
@@ -94,6 +97,8 @@ def load_model(path: Path) -> onnx.ModelProto:
         raise ModelError(f"{path}: no such file")
     if path.is_dir():
         raise ModelError(f"{path}: is a directory, not an .onnx file")
+    import onnx
+
     try:
         return onnx.load(str(path))
     except Exception as exc:  # protobuf raises DecodeError and friends
@@ -102,6 +107,9 @@ def load_model(path: Path) -> onnx.ModelProto:
 
 def inspect_model(path: Path) -> ModelInfo:
     """Load, check (onnx.checker, shape inference) and describe a model; raise ModelError if unusable."""
+    import onnx
+    from onnx import shape_inference
+
     model = load_model(path)
     if not model.graph.node:
         raise ModelError(f"{path}: the file parses but holds no graph nodes; is it an ONNX model?")

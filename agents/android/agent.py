@@ -158,8 +158,13 @@ class AndroidAgent(DeviceAgent):
         profile = self._profile(unit)
         conn = self._conn(unit.serial)
         limits = profile.thermal
+
+        def thermal_unless_cancelled() -> Thermal:
+            self.cancellation.check(unit.serial)  # the wait for a cool unit may take minutes
+            return self._thermal(conn) or Thermal(status="unknown")
+
         before = wait_until_cool(
-            lambda: self._thermal(conn) or Thermal(status="unknown"),
+            thermal_unless_cancelled,
             limits.max_start_temperature_c,
             limits.cooldown_deadline_s,
         )
@@ -264,7 +269,12 @@ class AndroidAgent(DeviceAgent):
         if serial not in self._connections:
             if self._signer is None:
                 self._signer = load_signer(self.settings.adb_key_path)
-            self._connections[serial] = AdbConnection(serial, self._signer, self.settings.io_timeout_s)
+            self._connections[serial] = AdbConnection(
+                serial,
+                self._signer,
+                self.settings.io_timeout_s,
+                cancelled=lambda: self.cancellation.cancelled(serial),
+            )
         return self._connections[serial]
 
     def _drop(self, serial: str) -> None:

@@ -4,14 +4,19 @@ A benchmark may be silent for minutes; holding one shell stream open for it woul
 stalled link indistinguishable from a slow model. Instead the command is started detached
 (`nohup`), and short, time-bounded calls poll for its exit status, so a link that stops
 answering is noticed within the I/O timeout while the job itself may take `timeout_s`.
+
+The detached shell writes its pid to `pid` in the job directory: a job past its deadline, or
+cancelled (`AdbConnection.cancelled`, checked at every poll), is stopped by that pid (the runner
+below the shell, then the shell), on the same connection, from the thread that waits for it.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 
-from ondevice_farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceError, DeviceTimeoutError, JobCancelledError
 from ondevice_farm_agents.android.device_paths import q
 from ondevice_farm_agents.android.transport import AdbConnection
 
@@ -28,6 +33,8 @@ class JobResult:
 
 def run_detached(conn: AdbConnection, job_dir: str, command: str, timeout_s: float) -> JobResult:
     """Run `command` (already quoted) with cwd `job_dir`; its exit status and combined output."""
+    if conn.cancelled():
+        raise JobCancelledError(f"{conn.serial}: the job was cancelled before its runner started")
     inner = (
         f"cd {q(job_dir)} && echo $$ > pid && {{ {command} ; }} > out.txt 2>&1; "
         "echo $? > rc.tmp; mv rc.tmp rc.txt"
@@ -45,11 +52,20 @@ def run_detached(conn: AdbConnection, job_dir: str, command: str, timeout_s: flo
         status = conn.shell(f"cat {rc_path} 2>/dev/null; true")
         if status.output.strip():
             break
+        if conn.cancelled():
+            with suppress(DeviceError):  # a link lost now: the runner ends with the phone's session
+                stop_detached(conn, job_dir)
+            raise JobCancelledError(f"{conn.serial}: the job was cancelled; its runner was stopped")
         if time.monotonic() > deadline:
-            pid = f"$(cat {q(job_dir)}/pid)"
-            conn.shell(f"pkill -9 -P {pid}; kill -9 {pid}; true")
+            stop_detached(conn, job_dir)
             raise DeviceTimeoutError(f"{conn.serial}: the job ran past its {timeout_s:.0f} s deadline")
         time.sleep(pause)
         pause = min(pause * 1.5, DEFAULT_MAX_POLL_S)
     output = conn.shell(f"tail -c {OUTPUT_TAIL_BYTES} {q(job_dir)}/out.txt")
     return JobResult(int(status.output.strip().splitlines()[-1]), output.output)
+
+
+def stop_detached(conn: AdbConnection, job_dir: str) -> None:
+    """SIGKILL the job's runner (the children of the shell whose pid the job wrote), then the shell."""
+    pid = f"$(cat {q(job_dir)}/pid)"
+    conn.shell(f"pkill -9 -P {pid}; kill -9 {pid}; true")

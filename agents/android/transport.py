@@ -76,9 +76,18 @@ def _tcp_transport(host: str, port: int) -> Any:
 class AdbConnection:
     """One unit: `tcp:<host>:<port>` or `usb:<serial>`."""
 
-    def __init__(self, serial: str, signer: Any, io_timeout_s: float = DEFAULT_IO_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        serial: str,
+        signer: Any,
+        io_timeout_s: float = DEFAULT_IO_TIMEOUT_S,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> None:
         self.serial = serial
         self.io_timeout_s = io_timeout_s
+        #: whether the job this unit runs now was cancelled: a job waited for by polling
+        #: (`ondevice_farm_agents.android.jobs`) stops its runner and ends early
+        self.cancelled: Callable[[], bool] = cancelled or (lambda: False)
         self._signer = signer
         self._device: Any = None
 

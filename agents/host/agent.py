@@ -128,6 +128,19 @@ class HostAgent(DeviceAgent):
             raise DeviceError(f"onnxruntime could not load the model: {str(exc).splitlines()[0]}") from None
 
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        """The job in this process; a cancel (`DeviceAgent.cancel`) sets ONNX Runtime's terminate
+        flag on the job's RunOptions, which ends the inference in flight and every later one."""
+        import onnxruntime as ort
+
+        run_options = ort.RunOptions()
+        with self.cancellation.stoppable(unit.serial, lambda: setattr(run_options, "terminate", True)):
+            try:
+                return self._run(unit, request, run_options)
+            except Exception:
+                self.cancellation.check(unit.serial)  # terminated: say why, not ORT's "Exiting ..."
+                raise
+
+    def _run(self, unit: DeviceUnit, request: RunRequest, run_options: Any) -> DeviceRun:
         if request.target.runtime != "ort":
             raise UsageError(f"{unit.profile} runs ONNX Runtime targets only, not {request.target}")
         if request.target.backend == "cuda":
@@ -143,19 +156,21 @@ class HostAgent(DeviceAgent):
             load_ns = time.perf_counter_ns() - start
             names = [o.name for o in session.get_outputs()]
             start = time.perf_counter_ns()
-            first = session.run(names, request.inputs)
+            first = session.run(names, request.inputs, run_options)
             first_ns = time.perf_counter_ns() - start
             for _ in range(request.warmup):
-                session.run(names, request.inputs)
+                session.run(names, request.inputs, run_options)
             # the idle window (where RAPL is readable) comes before the timed runs, the load after
             with HostEnergyMeter(self._telemetry_root, self._energy) as meter:
                 samples: list[float] = []
                 for _ in range(request.runs):
                     start = time.perf_counter_ns()
-                    session.run(names, request.inputs)
+                    session.run(names, request.inputs, run_options)
                     samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
-                energy = meter.loaded(functools.partial(session.run, names, request.inputs), request.runs)
-            sustained = self._sustained(session, names, request)
+                energy = meter.loaded(
+                    functools.partial(session.run, names, request.inputs, run_options), request.runs
+                )
+            sustained = self._sustained(session, names, request, run_options)
         del session
         # a second session in the same process: what a warm start (caches, allocator, page cache) costs
         start = time.perf_counter_ns()
@@ -176,15 +191,17 @@ class HostAgent(DeviceAgent):
             energy=energy,
         )
         if request.profile_ops:
-            self._profile(request, names, run)
+            self._profile(request, names, run, run_options)
         return run
 
-    def _sustained(self, session: Any, names: list[str], request: RunRequest) -> SustainedTrace | None:
+    def _sustained(
+        self, session: Any, names: list[str], request: RunRequest, run_options: Any
+    ) -> SustainedTrace | None:
         if request.sustained_s <= 0:
             return None
         telemetry = HostTelemetry(self._telemetry_root)
         return run_sustained(
-            lambda: session.run(names, request.inputs),
+            lambda: session.run(names, request.inputs, run_options),
             request.sustained_s,
             request.sustained_window_s,
             telemetry.read,
@@ -208,27 +225,38 @@ class HostAgent(DeviceAgent):
                 "runs": request.runs,
                 "threads": request.intra_op_threads,
             }
-            try:
-                done = subprocess.run(
-                    [sys.executable, str(SESSION_SCRIPT)],
-                    input=json.dumps(spec),
-                    capture_output=True,
-                    text=True,
-                    timeout=request.timeout_s,
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise DeviceError(f"{unit.name}: a repeat took over {request.timeout_s:.0f} s") from None
-        if done.returncode != 0:
-            reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            stdout, stderr, returncode = self._session_process(unit, spec, request.timeout_s)
+        if returncode != 0:
+            self.cancellation.check(unit.serial)  # killed by a cancel
+            reason = (stderr.strip().splitlines() or ["no message"])[-1]
             raise DeviceError(f"{unit.name}: a repeat's session failed: {reason}")
-        return [float(v) for v in json.loads(done.stdout)["samples_ms"]]
+        return [float(v) for v in json.loads(stdout)["samples_ms"]]
 
-    def _profile(self, request: RunRequest, names: list[str], run: DeviceRun) -> None:
+    def _session_process(
+        self, unit: DeviceUnit, spec: dict[str, Any], timeout_s: float
+    ) -> tuple[str, str, int]:
+        """Run session.py on `spec`; a cancel kills it (by its pid, the process we started)."""
+        process = subprocess.Popen(
+            [sys.executable, str(SESSION_SCRIPT)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        with self.cancellation.stoppable(unit.serial, process.kill):
+            try:
+                stdout, stderr = process.communicate(json.dumps(spec), timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                raise DeviceError(f"{unit.name}: a repeat took over {timeout_s:.0f} s") from None
+        return stdout, stderr, process.returncode
+
+    def _profile(self, request: RunRequest, names: list[str], run: DeviceRun, run_options: Any) -> None:
         with tempfile.TemporaryDirectory(prefix="farm-profile-") as tmp:
             session = self._session(request, Path(tmp))
             for _ in range(profiled_run_count(request.runs)):
-                session.run(names, request.inputs)
+                session.run(names, request.inputs, run_options)
             events: list[dict[str, Any]] = json.loads(Path(session.end_profiling()).read_text())
         record_profile(run, events)
 

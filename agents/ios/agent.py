@@ -212,6 +212,7 @@ class IosAgent(DeviceAgent):
             deadline_s=thermal_deadline_s + request.timeout_s + min_active_s,
             poll_s=self.options.poll_s,
             during=sampler.during_job if sampler is not None else None,
+            cancelled=lambda: self.cancellation.cancelled(unit.serial),
         )
         run = _device_run(outcome)
         if sampler is not None:

@@ -3,7 +3,8 @@
 The app is launched through DVT process control with `--farm-job <path>`; it waits for a
 nominal thermal state itself (`ProcessInfo.thermalState` is only visible in-process),
 runs the model and writes its result file last and atomically. The host polls for that
-file until the job's deadline, and notices an app that died without writing one.
+file until the job's deadline, and notices an app that died without writing one. A job
+cancelled meanwhile (`cancelled`, asked at every poll) ends the app through process control.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ondevice_farm.errors import DeviceError, DeviceTimeoutError
+from ondevice_farm.errors import DeviceError, DeviceTimeoutError, JobCancelledError
 from ondevice_farm_agents.ios.container import JOBS_DIR, AppContainer
 from ondevice_farm_agents.ios.contract import JOB_SCHEMA, RunnerResult, contract_errors, parse_result
 from ondevice_farm_agents.ios.link import DeviceLink
@@ -42,9 +43,11 @@ def run_job(
     deadline_s: float,
     poll_s: float = DEFAULT_POLL_S,
     during: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> JobOutcome:
     """Run `job` (a document valid under the job schema) and bring back its result and outputs;
-    `during` is entered around the app's run (the battery sampler)."""
+    `during` is entered around the app's run (the battery sampler); `cancelled` turning true ends
+    the app and raises `JobCancelledError`."""
     problems = contract_errors(job, JOB_SCHEMA)
     if problems:
         raise DeviceError(
@@ -55,7 +58,14 @@ def run_job(
     container.write(f"{job_dir}/job.json", json.dumps(job, indent=1).encode())
     try:
         raw = _launch_and_wait(
-            link, bundle_id, f"{job_dir}/job.json", job["result_path"], deadline_s, poll_s, during
+            link,
+            bundle_id,
+            f"{job_dir}/job.json",
+            job["result_path"],
+            deadline_s,
+            poll_s,
+            during,
+            cancelled,
         )
         result = parse_result(raw, job_id, f"{link.serial}: job {job_id}")
         total = sum(int(np.prod(o.shape)) * 8 for o in result.outputs)
@@ -85,9 +95,12 @@ def _launch_and_wait(
     deadline_s: float,
     poll_s: float,
     during: Callable[[], AbstractAsyncContextManager[None]] | None,
+    cancelled: Callable[[], bool],
 ) -> bytes:
     async def launch_and_wait() -> bytes:
         async with (during or nullcontext)(), link.provider.process_control(link.serial) as control:
+            if cancelled():
+                raise JobCancelledError(f"{link.serial}: the job was cancelled before FarmRunner started")
             pid = await control.launch(bundle_id, arguments=[JOB_ARGUMENT, job_path], kill_existing=True)
             try:
                 async with link.provider.app_container(link.serial, bundle_id) as afc:
@@ -95,6 +108,8 @@ def _launch_and_wait(
                     while True:
                         if await afc.exists(result_path):
                             return await afc.get_file_contents(result_path)
+                        if cancelled():  # the `finally` below ends the app
+                            raise JobCancelledError(f"{link.serial}: the job was cancelled; FarmRunner ended")
                         if await control.process_identifier_for_bundle_identifier(bundle_id) == 0:
                             # The app may have written its result just before exiting.
                             if await afc.exists(result_path):

@@ -98,6 +98,7 @@ class SimulatedAgent(DeviceAgent):
         deadline = time.monotonic() + (load_ms + first_ms + float(draws[2:].sum())) / 1000
         while (left := deadline - time.monotonic()) > 0:
             self._check(unit)
+            self.cancellation.check(unit.serial)
             time.sleep(min(POLL_S, left))
         self._check(unit)
         return DeviceRun(

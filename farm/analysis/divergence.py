@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ondevice_farm.analysis.intermediates import LayerPoint
 from ondevice_farm.analysis.numeric import MAX_SNR_DB
+
+if TYPE_CHECKING:  # intermediates imports onnx (1-4 s): not for whoever only reads a curve
+    from ondevice_farm.analysis.intermediates import LayerPoint
 
 #: layers captured in one run before the search switches to bisection
 DEFAULT_LAYER_BUDGET = 512
@@ -190,7 +192,7 @@ def _sample(points: Sequence[LayerPoint], budget: int) -> list[int]:
     return sorted({round(i * step) for i in range(budget)})
 
 
-Measure = Callable[[list[LayerPoint]], list[LayerError]]
+Measure = Callable[[list["LayerPoint"]], list["LayerError"]]
 
 
 def find_divergence(

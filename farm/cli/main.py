@@ -1,8 +1,10 @@
-"""`farm`: the command line. Commands live in their own modules and import heavy libraries
-(Ray, coremltools) only when they run."""
+"""`farm`: the command line. Commands live in their own modules, imported only when that command
+runs (or `--help` lists them): `farm runs` never loads onnx or Ray, and `farm submit` loads
+what a submit needs, not what `farm diverge` does."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import click
@@ -10,8 +12,38 @@ import click
 from ondevice_farm.cli.context import CliState
 from ondevice_farm.errors import DISTRIBUTION
 
+#: command name -> "module:attribute" of its click command
+COMMANDS = {
+    "submit": "ondevice_farm.cli.submit:submit",
+    "devices": "ondevice_farm.cli.devices:devices",
+    "runs": "ondevice_farm.cli.runs:runs",
+    "show": "ondevice_farm.cli.runs:show",
+    "compile": "ondevice_farm.cli.compile_cmd:compile_command",
+    "report": "ondevice_farm.cli.report:report",
+    "diverge": "ondevice_farm.cli.diverge:diverge",
+    "check": "ondevice_farm.cli.check:check",
+    "agent": "ondevice_farm.cli.agent:agent",
+    "serve": "ondevice_farm.cli.serve:serve",
+    "nightly": "ondevice_farm.cli.nightly:nightly",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use: importing them all cost every command
+    the union of their imports (onnx alone 1-4 s of CPU, docs/benchmarks.md)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, _, attribute = COMMANDS[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks on errors.")
 @click.option(
     "--home", type=click.Path(path_type=Path), help="Farm directory (default: $FARM_HOME or ~/.cache/farm)."
@@ -30,31 +62,6 @@ def cli(
 ) -> None:
     """Benchmark one ONNX model on many devices and runtimes, side by side."""
     ctx.obj = CliState(debug=debug, home_dir=home, profiles_dir=profiles_dir, store_url=store_url)
-
-
-def _register() -> None:
-    from ondevice_farm.cli import compile_cmd, devices, runs, submit
-
-    cli.add_command(submit.submit)
-    cli.add_command(devices.devices)
-    cli.add_command(runs.runs)
-    cli.add_command(runs.show)
-    cli.add_command(compile_cmd.compile_command)
-
-    from ondevice_farm.cli import check, diverge, report
-
-    cli.add_command(report.report)
-    cli.add_command(diverge.diverge)
-    cli.add_command(check.check)
-
-    from ondevice_farm.cli import agent, nightly, serve
-
-    cli.add_command(agent.agent)
-    cli.add_command(serve.serve)
-    cli.add_command(nightly.nightly)
-
-
-_register()
 
 
 def main() -> None:

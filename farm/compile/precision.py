@@ -16,9 +16,13 @@ unfused, so the CPU runs it in float between the conversions). An op fed by an f
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import onnx
+if TYPE_CHECKING:  # onnx costs an import 1-4 s: a report that only reads precisions never loads it
+    import onnx
+
+#: `_FLOAT16` (fixed by the ONNX spec)
+_FLOAT16 = 10
 
 #: op type (ONNX, ONNX Runtime contrib, or MIL) -> op group
 OP_GROUPS: dict[str, str] = {
@@ -113,15 +117,13 @@ def ort_op_precision(model: onnx.ModelProto, *, qdq_units_quantized: bool) -> Pr
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node.op_type)
-    fp16 = {init.name for init in graph.initializer if init.data_type == onnx.TensorProto.FLOAT16}
+    fp16 = {init.name for init in graph.initializer if init.data_type == _FLOAT16}
     fp16 |= {
         vi.name for vi in [*graph.input, *graph.value_info]
-        if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+        if vi.type.tensor_type.elem_type == _FLOAT16
     }  # fmt: skip
     for node in graph.node:
-        if node.op_type == "Cast" and any(
-            a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in node.attribute
-        ):
+        if node.op_type == "Cast" and any(a.name == "to" and a.i == _FLOAT16 for a in node.attribute):
             fp16.update(node.output)
     # 8-bit tensors: what QuantizeLinear and the int8 kernels write, and what an op reading one
     # writes in turn (ORT drops the QDQ pair around MaxPool, Transpose, ... and runs them on uint8)

@@ -2,12 +2,14 @@
 
 The actor owns its agent; the fleet sends it one job at a time and keeps the profile's
 cool-down between jobs (`farm/controller/queue.py`), and `max_concurrency=1` makes a second
-call wait rather than share the device.
+call wait rather than share the device. `cancel_job` runs in a concurrency group of its own
+(`CONTROL_GROUP`, its own thread), so it reaches the agent while `run_job` is still running.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +25,8 @@ from ondevice_farm_agents.repeats import run_repeats
 #: a host's own unit takes its serial from this setting (FARM_AGENT_HOST_SERIAL) when set, so
 #: several nodes on one machine, or hosts with one hostname, still have distinct units
 HOST_SERIAL_SETTING = "host_serial"
+#: the actor's concurrency group for calls that must not wait behind a running job
+CONTROL_GROUP = "control"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class DeviceActorImpl:
         # transport is a test's fake reaches the same actor code as a real one
         self.agent = (agent_factory or agent_class(unit.platform))(settings)
         self.cache_dir = Path(cache_dir) if cache_dir else None
+        #: the job running now (its fleet job id), guarded against a cancel meant for the one before
+        self._lock = threading.Lock()
+        self._job_id: str | None = None
 
     def describe(self) -> dict[str, Any]:
         import ray
@@ -79,12 +86,27 @@ class DeviceActorImpl:
             path = unpack_artifact(shipped, self.cache_dir)
         return dataclasses.replace(request, artifact=path)
 
-    def run_job(self, request: RunRequest, blob: Any = None) -> JobOnUnit:
-        request = self._local(request, blob)
-        started_at = time.time()
-        self.agent.prepare(self.unit, request)
-        run = run_repeats(self.agent, self.unit, request)
+    def run_job(self, request: RunRequest, blob: Any = None, job_id: str | None = None) -> JobOnUnit:
+        with self._lock:
+            self._job_id = job_id
+            self.agent.begin_job(self.unit)
+        try:
+            request = self._local(request, blob)
+            started_at = time.time()
+            self.agent.prepare(self.unit, request)
+            run = run_repeats(self.agent, self.unit, request)
+        finally:
+            with self._lock:
+                self._job_id = None
         return JobOnUnit(run=run, unit=self.unit, started_at=started_at, finished_at=time.time())
+
+    def cancel_job(self, job_id: str) -> bool:
+        """Stop job `job_id` if this unit runs it now (call it in `CONTROL_GROUP`); whether it did."""
+        with self._lock:
+            if self._job_id is None or self._job_id != job_id:
+                return False
+            self.agent.cancel(self.unit)
+        return True
 
     def close(self) -> None:
         self.agent.close()
@@ -106,5 +128,10 @@ def discover_units(platform: str, settings: AgentSettings) -> list[DeviceUnit]:
 def device_actor_class() -> Any:
     import ray
 
-    options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": 1, "max_restarts": 0}
+    options: dict[str, Any] = {
+        "num_cpus": 0,
+        "max_concurrency": 1,
+        "max_restarts": 0,
+        "concurrency_groups": {CONTROL_GROUP: 1},
+    }
     return ray.remote(**options)(DeviceActorImpl)

@@ -8,6 +8,10 @@ Failures: a job whose unit disconnected (`DeviceLostError`) or whose actor or no
 tried again on another unit of its profile, up to its `max_attempts`; every attempt is kept.
 A job that no up unit can take waits with status "waiting" until its placement deadline,
 then fails with a `SchedulingError`.
+
+Cancel: a submission cancelled (its submitter's Ctrl-C or SIGTERM) or abandoned (no poll for
+`submitter_timeout_s`: killed) has its queued jobs dropped and its running ones stopped on
+their units (`DeviceActor.cancel_job`, which the agent turns into a killed process or app).
 """
 
 from __future__ import annotations
@@ -192,12 +196,43 @@ class FleetActorImpl:
                 log.warning("cannot mark run %s interrupted: %s", run_id, exc)
 
     async def cancel(self, submission: str) -> int:
+        """Drop the submission's queued jobs and stop its running ones; how many jobs it had left."""
         self._run_of.pop(submission, None)
         dropped = self.schedule.cancel(submission)
+        stopping = self._stop_running(submission)
         self._last_poll.pop(submission, None)
         self.events.pop(submission, None)
         self._signals.pop(submission, None)
-        return len(dropped)
+        return len(dropped) + stopping
+
+    def _stop_running(self, submission: str) -> int:
+        """Ask each unit running one of the submission's jobs to stop it; the job's own `_finish`
+        frees the unit once the agent has stopped (the cancel is not awaited here: a phone may
+        take a few seconds to answer, and the submitter waits for this call)."""
+        from ondevice_farm.controller.actor import CONTROL_GROUP
+
+        running = [
+            (job, slot) for job, slot in self.schedule.running.values() if job.submission == submission
+        ]
+        for job, slot in running:
+            try:
+                ref = slot.actor.cancel_job.options(concurrency_group=CONTROL_GROUP).remote(job.spec.job_id)
+            except Exception as exc:  # an actor that died meanwhile: its job ends with it
+                log.warning("cannot stop job %s on %s: %s", job.spec.job_id, slot.key, exc)
+                continue
+            task = asyncio.get_running_loop().create_task(self._await_stop(job.spec.job_id, slot.key, ref))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return len(running)
+
+    @staticmethod
+    async def _await_stop(job_id: str, unit: str, ref: Any) -> None:
+        try:
+            stopped = await ref
+        except Exception as exc:
+            log.warning("stopping job %s on %s failed: %s", job_id, unit, exc)
+            return
+        log.info("job %s on %s: %s", job_id, unit, "stopped" if stopped else "had already ended")
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -249,7 +284,7 @@ class FleetActorImpl:
         for submission in [s for s, t in self._last_poll.items() if now - t > self.submitter_timeout_s]:
             run_id = self._run_of.get(submission)
             dropped = await self.cancel(submission)
-            log.info("submission %s stopped polling: dropped its %d queued job(s)", submission, dropped)
+            log.info("submission %s stopped polling: dropped or stopped its %d job(s)", submission, dropped)
             await self._abandoned(run_id)
         waiting, expired = self.schedule.unplaceable()
         for job in waiting:
@@ -284,7 +319,7 @@ class FleetActorImpl:
     def _start_ready(self) -> None:
         for job, slot in self.schedule.assign():
             began = time.perf_counter()
-            ref = slot.actor.run_job.remote(job.spec.request, job.spec.artifact_blob)
+            ref = slot.actor.run_job.remote(job.spec.request, job.spec.artifact_blob, job.spec.job_id)
             self._send_s.append(time.perf_counter() - began)
             freed = self._freed_at.pop(slot.key, None)
             if freed is not None and slot.cooldown_s == 0:

@@ -22,6 +22,7 @@ from ondevice_farm.analysis.job import failed_document, job_document
 from ondevice_farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile import compile_for_target
+from ondevice_farm.compile.cache import compile_ort_cached
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import (
     DEFAULT_REPEATS,
@@ -40,7 +41,8 @@ from ondevice_farm.controller.results import run_store
 from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from ondevice_farm.errors import FarmError, UsageError
 from ondevice_farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
-from ondevice_farm.model import ModelInfo, inspect_model
+from ondevice_farm.model import ModelInfo
+from ondevice_farm.model_cache import inspect_model_cached
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.reference import check_reference_model, reference_model_entry, reference_outputs
 from ondevice_farm.store import StoreLocation, new_run_id
@@ -103,6 +105,8 @@ class SubmitRequest:
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
     #: where a PyTorch checkpoint's ONNX exports and eager references are cached (FarmHome.torch)
     torch_cache: Path | None = None
+    #: where models' descriptions are cached by content hash (FarmHome.models; None: not cached)
+    model_cache: Path | None = None
     #: a sustained phase after the timed runs (0: none), cut into windows of this length
     sustained_s: float = 0.0
     sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
@@ -163,14 +167,14 @@ def prepare(
             )
         source = _ingest_torch(request)
         return Prepared(source.info, selectors, plan, source.shapes, source.inputs, torch=source)
-    info = inspect_model(request.model_path)
+    info = inspect_model_cached(request.model_path, request.model_cache)
     shapes = resolve_shapes(info, request.shapes)
     inputs = seeded_inputs(info, shapes, request.seed)
     if request.inputs_npz is not None:
         inputs = load_npz_inputs(request.inputs_npz, info, inputs)
     reference_info = None
     if request.reference_model is not None:
-        reference_info = inspect_model(request.reference_model)
+        reference_info = inspect_model_cached(request.reference_model, request.model_cache)
         check_reference_model(info, reference_info)
     return Prepared(info, selectors, plan, shapes, inputs, reference_info)
 
@@ -232,6 +236,12 @@ def _compile_all(
     for target in sorted({t for _, t in prepared.plan}):
         progress.stage(f"compiling for {target}")
         try:
+            if target.runtime == "ort" and target.route != "torch":
+                # kept by source hash: a model compiled before costs no ORT pass and no onnx import
+                compiled[target] = compile_ort_cached(
+                    prepared.info.path, prepared.info.sha256, target, store, home.compiled
+                )
+                continue
             compiled[target] = compile_for_target(
                 prepared.info.path,
                 target,
@@ -433,6 +443,8 @@ def submit(
     progress = progress or SilentProgress()
     if request.torch_cache is None:
         request = dataclasses.replace(request, torch_cache=home.torch)
+    if request.model_cache is None:
+        request = dataclasses.replace(request, model_cache=home.models)
     checked, platforms = check_requests([request], profiles, settings)
     progress.stage("finding devices")
     with fleet_client(cluster, settings, profiles, platforms) as client:

@@ -37,6 +37,10 @@ def kernel_sources_of(
     from ondevice_farm.errors import FarmError
     from ondevice_farm.reports.document import locate_model
 
+    if not any(job.get("ops") for job in document.get("jobs", [])):
+        # no profiled kernel to name (--no-profile): reading the model (and importing onnx, 1-4 s
+        # of CPU) would find nothing to show
+        return {}
     model = locate_model(document, None, artifacts_root)
     if model is None:
         return None

@@ -1,0 +1,218 @@
+"""A submission to a running controller that is cancelled or abandoned stops its job on the unit.
+
+`farm serve` (embedded Ray on loopback, this host's host-cpu unit, a 2 s submitter timeout) and
+`farm submit --address` of a job with a ten-minute sustained phase, as a user runs them. The
+submitter then ends two ways: SIGTERM (handled as Ctrl-C: it cancels its submission) and
+`kill -9` (no word: the controller notices the silence once the submitter timeout passes). Either
+way the unit's DeviceActor stops working within a bounded time (its CPU time stops growing, the
+unit is idle again), no session process is left, and the run is marked interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ondevice_farm_agents.host.agent import SESSION_SCRIPT
+from tests.fleet.cluster import kill_tree
+from tests.fleet.conftest import only_loopback, wait_for
+
+FARM = str(Path(sys.executable).parent / "farm")
+SUBMITTER_TIMEOUT_S = 2.0
+#: from the cancel to the unit's actor idle: the terminate flag ends the inference in flight at
+#: once; the rest is Ray's calls and, abandoned, the timeout plus one health period of the fleet
+STOPPED_WITHIN_S = 15.0
+
+pytestmark = pytest.mark.slow
+
+
+def clean_env(home: Path, farm_home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
+    env.update(HOME=str(home), FARM_HOME=str(farm_home), RAY_USAGE_STATS_ENABLED="0")
+    return env
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[str]
+    address: str
+    home: Path
+    farm_home: Path
+
+    def actors(self) -> list[psutil.Process]:
+        """The DeviceActors below this controller (its embedded Ray's workers)."""
+        found = []
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            try:
+                if "DeviceActor" in " ".join(child.cmdline()):
+                    found.append(child)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
+    def actor_cpu_s(self, over_s: float = 1.0) -> float:
+        """CPU seconds the DeviceActors used over the next `over_s` seconds."""
+
+        def total() -> float:
+            spent = 0.0
+            for actor in self.actors():
+                try:
+                    times = actor.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                spent += times.user + times.system
+            return spent
+
+        first = total()
+        time.sleep(over_s)
+        return total() - first
+
+    def session_processes(self) -> set[int]:
+        found = set()
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            try:
+                if str(SESSION_SCRIPT) in child.cmdline():
+                    found.add(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
+    def run_status(self, run_id: str) -> str | None:
+        with sqlite3.connect(self.farm_home / "results.sqlite") as db:
+            row = db.execute("SELECT status FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def latest_run(self) -> tuple[str, str] | None:
+        path = self.farm_home / "results.sqlite"
+        if not path.exists():
+            return None
+        with sqlite3.connect(path) as db:
+            row = db.execute("SELECT run_id, status FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    if not only_loopback():
+        pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
+    root = tmp_path_factory.mktemp("cancel")
+    home = root / "user"
+    home.mkdir()
+    process = subprocess.Popen(
+        [FARM, "serve", "--submitter-timeout", str(SUBMITTER_TIMEOUT_S)],
+        env=clean_env(home, root / "head"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        address = None
+        deadline = time.monotonic() + 120
+        lines: list[str] = []
+        while address is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                raise AssertionError("farm serve exited:\n" + "".join(lines[-30:]))
+            lines.append(line)
+            found = re.search(r"embedded Ray at (\S+?);", line)
+            address = found.group(1) if found else None
+        assert address is not None, "".join(lines[-30:])
+        state = Served(process, address, home, root / "head")
+        wait_for(lambda: state.actors(), 60, "the host-cpu unit's DeviceActor")
+        yield state
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        finally:
+            kill_tree(process.pid)
+
+
+def start_long_submit(served: Served, farm_home: Path, model: Path) -> tuple[subprocess.Popen[str], str]:
+    """A `farm submit --address` whose job runs ten minutes; returned once the unit works on it."""
+    process = subprocess.Popen(
+        [FARM, "submit", str(model), "--devices", "host-cpu", "--runs", "3", "--no-profile",
+         "--sustained", "10m", "--address", served.address, "--json"],
+        env=clean_env(served.home, farm_home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: (served.latest_run() or ("", ""))[1] == "running", 120, "the run to start")
+        run = served.latest_run()
+        assert run is not None
+        wait_for(lambda: served.actor_cpu_s() > 0.3, 60, "the DeviceActor to run the job")
+    except BaseException:
+        kill_tree(process.pid)
+        raise
+    assert process.poll() is None, process.communicate()[1][-2000:]
+    return process, run[0]
+
+
+def assert_stopped(served: Served, run_id: str, since: float) -> float:
+    """Wait for the unit's actor to go idle and the run to read interrupted; seconds it took."""
+    wait_for(lambda: served.actor_cpu_s() < 0.1, STOPPED_WITHIN_S, "the DeviceActor to stop the job")
+    took_s = time.monotonic() - since
+    wait_for(lambda: served.run_status(run_id) == "interrupted", 30, "the run marked interrupted")
+    assert not served.session_processes()
+    assert served.actors(), "the unit's actor itself must stay, for the next job"
+    return took_s
+
+
+def test_sigterm_of_a_submitter_stops_its_running_job_on_the_unit(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    process, run_id = start_long_submit(served, tmp_path / "submitter", tiny_model)
+    try:
+        began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        kill_tree(process.pid)
+    assert process.returncode == 130, stderr[-2000:]
+    took_s = assert_stopped(served, run_id, began)
+    print(f"SIGTERM: the unit stopped the job {took_s:.2f} s after the signal")
+
+
+def test_kill_9_of_a_submitter_stops_its_job_once_the_submitter_timeout_passes(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    process, run_id = start_long_submit(served, tmp_path / "submitter", tiny_model)
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        began = time.monotonic()
+        assert served.actor_cpu_s() > 0.3  # nobody told the unit: it still works for a dead submitter
+    finally:
+        kill_tree(process.pid)
+    took_s = assert_stopped(served, run_id, began)
+    assert took_s >= SUBMITTER_TIMEOUT_S - 1.0  # stopped by the controller's timeout, not earlier
+    print(f"kill -9: the unit stopped the job {took_s:.2f} s after the submitter died")
+
+    # the unit takes the next submission's job
+    done = subprocess.run(
+        [FARM, "submit", str(tiny_model), "--devices", "host-cpu", "--runs", "3", "--no-profile",
+         "--address", served.address, "--json"],
+        env=clean_env(served.home, tmp_path / "next"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["status"] == "complete"
