@@ -77,7 +77,8 @@ def main(models: list[Path]) -> None:
 
     from ondevice_farm.config import FarmHome
     from ondevice_farm.controller.cluster import ClusterConfig
-    from ondevice_farm.controller.pipeline import SubmitRequest, prepare, submit
+    from ondevice_farm.controller.pipeline import submit
+    from ondevice_farm.controller.submission import SubmitRequest, prepare
     from ondevice_farm.profiles import load_profiles
     from ondevice_farm_agents.android.native_build import build
     from ondevice_farm_agents.base import AgentSettings

@@ -182,8 +182,8 @@ def submit(
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
     from ondevice_farm.controller.cluster import ClusterConfig
-    from ondevice_farm.controller.pipeline import SubmitRequest
     from ondevice_farm.controller.pipeline import submit as run_submit
+    from ondevice_farm.controller.submission import SubmitRequest
     from ondevice_farm.reports.terminal import print_run
 
     request = SubmitRequest(

@@ -25,7 +25,8 @@ from ondevice_farm.analysis.divergence import LayerError, Measure
 from ondevice_farm.analysis.intermediates import LayerPoint, with_outputs
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.cluster import ClusterConfig
-from ondevice_farm.controller.pipeline import Progress, SubmitRequest, submit
+from ondevice_farm.controller.pipeline import submit
+from ondevice_farm.controller.submission import Progress, SubmitRequest
 from ondevice_farm.errors import DeviceError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.store import StoreLocation

@@ -13,18 +13,10 @@ from typing import Any
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.client import fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
-from ondevice_farm.controller.pipeline import (
-    Progress,
-    SilentProgress,
-    SubmitRequest,
-    check_requests,
-    plan_model,
-    prepare_on,
-    run_document,
-    run_planned,
-)
+from ondevice_farm.controller.pipeline import check_requests, plan_model, prepare_on, run_planned
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import RunStore, run_store
+from ondevice_farm.controller.submission import Progress, SilentProgress, SubmitRequest, run_document
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from ondevice_farm.nightly.suite import Suite
 from ondevice_farm.profiles import DeviceProfile

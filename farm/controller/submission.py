@@ -1,0 +1,195 @@
+"""A submission as asked and as checked: the request, how progress is told, the checks run before
+anything is compiled or stored (`prepare`), the run's document and each job's tolerance."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ondevice_farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
+from ondevice_farm.compile.report import CompiledArtifact
+from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
+from ondevice_farm.errors import UsageError
+from ondevice_farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
+from ondevice_farm.model import ModelInfo
+from ondevice_farm.model_cache import inspect_model_cached
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.reference import check_reference_model
+from ondevice_farm.targets import Target
+from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
+from ondevice_farm_agents.base import DEFAULT_SUSTAINED_WINDOW_S
+
+if TYPE_CHECKING:
+    from ondevice_farm.torch_source.ingest import TorchSource
+
+
+class Progress(Protocol):
+    def stage(self, text: str) -> None: ...
+    def jobs_started(self, total: int) -> None: ...
+    def job_finished(self, job: dict[str, Any]) -> None: ...
+
+
+class SilentProgress:
+    def stage(self, text: str) -> None:
+        pass
+
+    def jobs_started(self, total: int) -> None:
+        pass
+
+    def job_finished(self, job: dict[str, Any]) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    model_path: Path
+    devices: str
+    targets: list[Target] | None = None
+    runs: int = DEFAULT_TIMED_RUNS
+    warmup: int = DEFAULT_WARMUP_RUNS
+    #: measurement sessions per job, each with its own warm-up and timed runs
+    repeats: int = DEFAULT_REPEATS
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    inputs_npz: Path | None = None
+    seed: int = DEFAULT_SEED
+    #: overrides of the per-precision defaults (--tolerance, a suite's `tolerance:`), or one
+    #: Tolerance for every job
+    tolerance: Tolerance | ToleranceOverrides | None = None
+    #: another model with the same inputs and outputs whose host outputs are the reference
+    #: (the float model of a quantised artifact); None: the submitted model itself
+    reference_model: Path | None = None
+    intra_op_threads: int | None = None
+    profile_ops: bool = True
+    coreml_precision: str = "fp16"
+    #: QDQ models on CoreML: keep 8-bit weights/activations, or fold to float
+    coreml_quantization: str = "keep"
+    #: tries of a job whose unit disconnected or died, on other units of the profile
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    #: how long a job waits while no unit of its profile is up
+    placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
+    #: where a PyTorch checkpoint's ONNX exports and eager references are cached (FarmHome.torch)
+    torch_cache: Path | None = None
+    #: where models' descriptions are cached by content hash (FarmHome.models; None: not cached)
+    model_cache: Path | None = None
+    #: a sustained phase after the timed runs (0: none), cut into windows of this length
+    sustained_s: float = 0.0
+    sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
+
+
+@dataclass
+class Prepared:
+    """A checked submission: what to run, with what, against which reference."""
+
+    info: ModelInfo
+    selectors: list[DeviceSelector]
+    plan: list[tuple[DeviceSelector, Target]]
+    shapes: dict[str, tuple[int, ...]]
+    inputs: dict[str, np.ndarray]
+    #: the model whose host outputs are the reference: `info` unless --reference names another
+    reference_info: ModelInfo | None = None
+    #: the checkpoint, its ONNX export and eager reference, where the source is PyTorch
+    torch: TorchSource | None = None
+
+    @property
+    def reference_source(self) -> ModelInfo:
+        return self.reference_info or self.info
+
+
+def _ingest_torch(request: SubmitRequest) -> TorchSource:
+    from ondevice_farm.torch_source.ingest import ingest_torch
+
+    cache = request.torch_cache or Path(tempfile.gettempdir()) / "farm-torch"
+    return ingest_torch(
+        request.model_path,
+        shapes=request.shapes,
+        example_inputs=request.inputs_npz,
+        seed=request.seed,
+        export_dir=cache / "exports",
+        reference_dir=cache / "references",
+    )
+
+
+def prepare(
+    request: SubmitRequest, profiles: dict[str, DeviceProfile], attached: set[str] | None = None
+) -> Prepared:
+    """`attached`: the profiles with a unit up, for `--devices all`."""
+    if request.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if request.warmup < 0:
+        raise UsageError("--warmup cannot be negative")
+    if request.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if request.max_attempts < 1:
+        raise UsageError("--attempts must be at least 1")
+    selectors = parse_devices(request.devices, profiles, attached)
+    check_targets(selectors, profiles, request.targets)
+    plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
+    if is_torch_checkpoint(request.model_path):
+        if request.reference_model is not None:
+            raise UsageError(
+                "--reference takes an ONNX model; a PyTorch checkpoint is its own reference (eager fp32)"
+            )
+        source = _ingest_torch(request)
+        return Prepared(source.info, selectors, plan, source.shapes, source.inputs, torch=source)
+    info = inspect_model_cached(request.model_path, request.model_cache)
+    shapes = resolve_shapes(info, request.shapes)
+    inputs = seeded_inputs(info, shapes, request.seed)
+    if request.inputs_npz is not None:
+        inputs = load_npz_inputs(request.inputs_npz, info, inputs)
+    reference_info = None
+    if request.reference_model is not None:
+        reference_info = inspect_model_cached(request.reference_model, request.model_cache)
+        check_reference_model(info, reference_info)
+    return Prepared(info, selectors, plan, shapes, inputs, reference_info)
+
+
+def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dict[str, Any]:
+    info = prepared.info
+    return {
+        "run_id": run_id,
+        "kind": "submit",
+        "model": {
+            "name": info.name,
+            "sha256": info.sha256,
+            "path": str(info.path),
+            "opset": info.opset,
+            "nodes": info.node_count,
+            "inputs": [
+                {"name": n, "shape": list(s), "dtype": str(prepared.inputs[n].dtype)}
+                for n, s in prepared.shapes.items()
+            ],
+            "outputs": [{"name": o.name, "dtype": o.dtype} for o in info.outputs],
+            **({"source": prepared.torch.document()} if prepared.torch is not None else {}),
+        },
+        "settings": {
+            "runs": request.runs,
+            "warmup": request.warmup,
+            "sustained_s": request.sustained_s or None,
+            "repeats": request.repeats,
+            "seed": request.seed,
+            "devices": request.devices,
+            "targets": None if request.targets is None else [t.name for t in request.targets],
+            "reference_model": None if prepared.reference_info is None else str(prepared.reference_info.path),
+            "tolerance": _tolerance_setting(request.tolerance),
+        },
+    }
+
+
+def _tolerance_setting(tolerance: Tolerance | ToleranceOverrides | None) -> Any:
+    if isinstance(tolerance, ToleranceOverrides):
+        return tolerance.to_texts() or None
+    return None if tolerance is None else tolerance.to_dict()
+
+
+def job_tolerance(request: SubmitRequest, artifact: CompiledArtifact) -> Tolerance:
+    """The defaults for what the artifact computes in, with the run's overrides on top."""
+    if isinstance(request.tolerance, Tolerance):
+        return request.tolerance
+    tolerance = default_tolerance(artifact.target, artifact.report.precision)
+    return request.tolerance.apply(tolerance) if request.tolerance else tolerance
