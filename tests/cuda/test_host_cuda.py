@@ -109,3 +109,5 @@ def test_a_split_graph_on_the_gpu_shows_its_fallback_and_copies(tmp_path: Path, 
     assert any("ORT refused the session" in n and "Celu celu" in n for n in run.notes), run.notes
     assert any(("IO binding on" in n) == (io_binding == "1") for n in run.notes if n.startswith("latency:"))
     assert run.outputs["y"].shape == (8, 64) and len(run.samples_ms) == 5
+    assert run.warm_load_ms is not None and run.warm_load_ms > 0
+    assert run.warm_load_method == "second session in the same process"
