@@ -22,6 +22,7 @@ intervals of known energy and time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -137,21 +138,15 @@ def energy_estimate(data: dict[str, Any]) -> EnergyEstimate:
             "current_now read below 5 mA: a unit that reports mA rather than µA would make this "
             "figure 1000 times too small"
         )
-    if loaded - baseline <= 2 * uncertainty / per_s:
-        notes.append("the runs drew no more than idle within twice the uncertainty")
-    if int(data.get("unreadable_samples") or 0):
-        notes.append(f"{data['unreadable_samples']} battery readings failed and were skipped")
     convention = "negative while discharging" if discharge_sign < 0 else "positive while discharging"
-    return EnergyEstimate(
-        mj_per_inference=(loaded - baseline) * per_s,
-        baseline_mw=baseline,
-        active_mw=loaded,
-        uncertainty_mj=uncertainty,
+    return dataclasses.replace(
+        _figure(
+            baseline, loaded, uncertainty, per_s, notes, int(data.get("unreadable_samples") or 0), "battery"
+        ),
         method=method,
         active_s=active_s,
         inferences=inferences,
         sign_convention=convention,
-        notes=tuple(notes),
         idle_samples=n_idle,
         active_samples=n_active,
     )
@@ -224,20 +219,40 @@ def counter_energy_estimate(data: dict[str, Any], counter: str) -> EnergyEstimat
     baseline, loaded, uncertainty = _loaded_minus_idle(
         power_mw[idle], power_mw[active], 0.0, per_s, weights=(dt[idle], dt[active])
     )
-    notes = []
+    return dataclasses.replace(
+        _figure(
+            baseline, loaded, uncertainty, per_s, [], int(data.get("unreadable_samples") or 0), "counter"
+        ),
+        method=method,
+        active_s=active_s,
+        inferences=inferences,
+        idle_samples=n_idle,
+        active_samples=n_active,
+    )
+
+
+def _unreadable(data: dict[str, Any]) -> int:
+    return int(data.get("unreadable_samples") or 0)
+
+
+def _figure(
+    baseline: float,
+    loaded: float,
+    uncertainty: float,
+    per_s: float,
+    notes: list[str],
+    unreadable: int,
+    readings: str,
+) -> EnergyEstimate:
+    """The figure from the two mean powers, with the notes every meter adds."""
     if loaded - baseline <= 2 * uncertainty / per_s:
         notes.append("the runs drew no more than idle within twice the uncertainty")
-    if int(data.get("unreadable_samples") or 0):
-        notes.append(f"{data['unreadable_samples']} counter readings failed and were skipped")
+    if unreadable:
+        notes.append(f"{unreadable} {readings} readings failed and were skipped")
     return EnergyEstimate(
         mj_per_inference=(loaded - baseline) * per_s,
         baseline_mw=baseline,
         active_mw=loaded,
         uncertainty_mj=uncertainty,
-        method=method,
-        active_s=active_s,
-        inferences=inferences,
         notes=tuple(notes),
-        idle_samples=n_idle,
-        active_samples=n_active,
     )

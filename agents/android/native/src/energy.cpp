@@ -1,23 +1,10 @@
 #include "energy.h"
+#include "sysfs.h"
 
 #include <fstream>
 
 namespace farm {
 namespace {
-
-bool read_number(const std::string& path, double& value) {
-  std::ifstream in(path);
-  if (!in) return false;
-  in >> value;
-  return static_cast<bool>(in);
-}
-
-std::string read_word(const std::string& path) {
-  std::ifstream in(path);
-  std::string word;
-  std::getline(in, word);
-  return word;
-}
 
 std::vector<double> rounded(const std::vector<double>& values, double scale) {
   std::vector<double> out;

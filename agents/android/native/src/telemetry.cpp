@@ -1,4 +1,5 @@
 #include "telemetry.h"
+#include "sysfs.h"
 
 #include <dirent.h>
 
@@ -9,20 +10,6 @@
 
 namespace farm {
 namespace {
-
-bool read_number(const std::string& path, double& value) {
-  std::ifstream in(path);
-  if (!in) return false;
-  in >> value;
-  return static_cast<bool>(in);
-}
-
-std::string read_word(const std::string& path) {
-  std::ifstream in(path);
-  std::string word;
-  std::getline(in, word);
-  return word;
-}
 
 std::vector<std::string> entries(const std::string& dir, const std::string& prefix) {
   std::vector<std::string> found;
