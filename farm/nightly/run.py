@@ -7,6 +7,7 @@ baselines' durations also order this run's queue longest first.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,10 @@ def run_nightly(
     store_location: StoreLocation | None = None,
 ) -> NightlyResult:
     progress = progress or SilentProgress()
-    requests = requests_for(suite)
+    # the farm directory's caches, as `farm submit` uses them: a model seen before is not read again
+    requests = [
+        dataclasses.replace(r, torch_cache=home.torch, model_cache=home.models) for r in requests_for(suite)
+    ]
     checked, platforms = check_requests(requests, profiles, settings)
     with fleet_client(cluster, settings, profiles, platforms) as client:
         prepared = prepare_on(client, requests, checked, profiles)

@@ -48,6 +48,8 @@ def test_the_example_suite_runs_embedded_and_names_its_baseline(tmp_path: Path) 
     (job,) = document["jobs"]
     assert job["device"] == "host-cpu" and job["status"] == "ok" and len(job["latency_ms"]["samples"]) == 10
     assert document["comparison"]["baseline_run"] is None
+    # the suite's model description is kept by content hash, as `farm submit` keeps it
+    assert any((tmp_path / "home" / "models").iterdir())
 
     # unchanged: the second night exits 0 and shows the numbers behind its verdict
     second = farm(tmp_path / "home", "nightly", str(suite), "--html", str(tmp_path / "nightly.html"))
