@@ -101,6 +101,8 @@ class TelemetrySample:
     temperatures_c: dict[str, float] = field(default_factory=dict)
     thermal_status: str | None = None
     energy_uj: float | None = None
+    #: GPU devfreq device -> its current clock (Android: Mali, Adreno); empty where not exposed
+    gpu_freq_mhz: dict[str, float] = field(default_factory=dict)
 
 
 #: `warm_load_method`: a second session created in the process that made the first (host, the

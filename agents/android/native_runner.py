@@ -39,6 +39,9 @@ _OUTPUT_FILE = re.compile(r"^outputs/[0-9]+\.npy$")
 _BACKENDS = ("cpu", "xnnpack", "nnapi", "qnn")
 NNAPI_NO_CPU = "NNAPI_FLAG_CPU_DISABLED"
 
+#: where the kernel lists devfreq devices; the runner reads the GPU's clock there per window
+DEVFREQ_DIR = "/sys/class/devfreq"
+
 
 @dataclass(frozen=True)
 class NativeBuild:
@@ -123,6 +126,9 @@ class NativeRunner:
                 f"{request.sustained_s:g}",
                 "--window-s",
                 f"{request.sustained_window_s:g}",
+                # named on the command line (not the runner's default) so an ADB peer maps it
+                "--devfreq-dir",
+                DEVFREQ_DIR,
             ]
         return args
 

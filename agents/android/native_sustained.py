@@ -55,6 +55,7 @@ def sustained_trace(data: dict[str, Any]) -> SustainedTrace:
                     _floats(telemetry.get("temperatures_c")),
                     None,
                     energy,
+                    _floats(telemetry.get("gpu_freq_mhz")),
                 ),
             )
         )
@@ -63,6 +64,7 @@ def sustained_trace(data: dict[str, Any]) -> SustainedTrace:
         _floats(start_raw.get("temperatures_c")),
         None,
         0.0 if _power(start_raw) is not None else None,
+        _floats(start_raw.get("gpu_freq_mhz")),
     )
     unavailable = [str(u) for u in data.get("unavailable") or []]
     return SustainedTrace(float(data["duration_s"]), float(data["window_s"]), windows, start, unavailable)

@@ -37,6 +37,11 @@ def _mean_freq(sample: TelemetrySample) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _gpu_freq(sample: TelemetrySample) -> float | None:
+    """The fastest GPU clock (a phone has one GPU; several devfreq entries are its domains)."""
+    return max(sample.gpu_freq_mhz.values()) if sample.gpu_freq_mhz else None
+
+
 def _window_document(window: SustainedWindow) -> dict[str, Any]:
     t = window.telemetry
     return {
@@ -47,6 +52,7 @@ def _window_document(window: SustainedWindow) -> dict[str, Any]:
         "p90_ms": _p(window.samples_ms, 90),
         "p99_ms": _p(window.samples_ms, 99),
         "cpu_freq_mhz": _mean_freq(t),
+        "gpu_freq_mhz": _gpu_freq(t),
         "max_temperature_c": max(t.temperatures_c.values()) if t.temperatures_c else None,
         "temperatures_c": dict(t.temperatures_c),
         "thermal_status": t.thermal_status,
@@ -110,6 +116,8 @@ def sustained_document(trace: SustainedTrace) -> dict[str, Any]:
             "throttle_signal": signal,
             "start_cpu_freq_mhz": _mean_freq(trace.start),
             "end_cpu_freq_mhz": _mean_freq(windows[-1].telemetry) if windows else None,
+            "start_gpu_freq_mhz": _gpu_freq(trace.start),
+            "end_gpu_freq_mhz": _gpu_freq(windows[-1].telemetry) if windows else None,
             "max_temperature_c": max(temps) if temps else None,
             "thermal_status_reached": statuses[-1] if statuses else None,
             "energy_mj_per_inference": energy,

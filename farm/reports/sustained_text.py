@@ -37,6 +37,8 @@ def sustained_lines(job: dict[str, Any]) -> Text:
         line += "; no throttling seen"
     if s.get("start_cpu_freq_mhz") is not None and s.get("end_cpu_freq_mhz") is not None:
         line += f"; CPU {s['start_cpu_freq_mhz']:.0f} -> {s['end_cpu_freq_mhz']:.0f} MHz"
+    if s.get("start_gpu_freq_mhz") is not None and s.get("end_gpu_freq_mhz") is not None:
+        line += f"; GPU {s['start_gpu_freq_mhz']:.0f} -> {s['end_gpu_freq_mhz']:.0f} MHz"
     if s.get("max_temperature_c") is not None:
         line += f"; max {s['max_temperature_c']:.1f} °C"
     if s.get("thermal_status_reached") is not None:

@@ -79,6 +79,13 @@ def test_a_sustained_run_and_warm_start_come_back_from_the_unit(
     native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
 ) -> None:
     extra = ("--sustained", "1.5s", "--sustained-window", "0.5", "--no-profile")
+    # a Tensor phone's devfreq devices: its Mali GPU at one of its clock steps (848 MHz) and a
+    # memory-interface device the runner must not take for a GPU (tests/android/fixtures/README.md)
+    devfreq = pixel8_peer.sandbox / "sys/class/devfreq"
+    (devfreq / "1f000000.mali").mkdir(parents=True)
+    (devfreq / "1f000000.mali" / "cur_freq").write_text("848000000\n")
+    (devfreq / "17000010.devfreq_mif").mkdir()
+    (devfreq / "17000010.devfreq_mif" / "cur_freq").write_text("3172000\n")
     result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address, extra=extra)
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
@@ -92,6 +99,10 @@ def test_a_sustained_run_and_warm_start_come_back_from_the_unit(
     # the peer's sandbox reads this VM's sysfs, which exposes none of them: said, not zeroed
     assert any(u.startswith("CPU frequency") for u in sustained["unavailable"])
     assert sustained["summary"]["energy_mj_per_inference"] is None
+    # the GPU's clock, read from the devfreq directory the agent named (the peer maps it)
+    assert {w["gpu_freq_mhz"] for w in sustained["windows"]} == {848.0}
+    assert sustained["summary"]["start_gpu_freq_mhz"] == sustained["summary"]["end_gpu_freq_mhz"] == 848.0
+    assert not any(u.startswith("GPU frequency") for u in sustained["unavailable"])
 
 
 def _request(model: tuple[Path, str, dict[str, np.ndarray]]) -> RunRequest:

@@ -104,6 +104,24 @@ def test_the_summary_finds_the_first_throttle_and_its_signal() -> None:
     assert sustained_document(SustainedTrace(60, 10, hot, start))["summary"]["throttle_signal"] == "thermal"
 
 
+def test_the_gpu_clock_is_shown_but_is_no_throttle_signal() -> None:
+    """Constructed windows (synthetic): a GPU governor idles its clock while a CPU model runs, so
+    its fall is reported, never taken for throttling; the fastest domain is the GPU's clock."""
+    gpu = {"1f000000.mali": 848.0, "gpu-core": 400.0}
+    start = TelemetrySample({"cpu0": 3000.0}, {"soc": 35.0}, "nominal", 0.0, gpu)
+    windows = [
+        SustainedWindow(
+            10 * i, 10 * i + 10, [10.0, 10.0, 10.0], TelemetrySample({"cpu0": 3000.0}, {}, None, None, g)
+        )
+        for i, g in enumerate([gpu, {"1f000000.mali": 151.0}, {}])
+    ]
+    document = sustained_document(SustainedTrace(30, 10, windows, start))
+    assert [w["gpu_freq_mhz"] for w in document["windows"]] == [848.0, 151.0, None]
+    summary = document["summary"]
+    assert (summary["start_gpu_freq_mhz"], summary["end_gpu_freq_mhz"]) == (848.0, None)
+    assert summary["throttle_signal"] is None
+
+
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90.0), ("10m", 600.0), ("1.5m", 90.0), ("2", 2.0)])
 def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration_s(text) == seconds

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: device directories that exist in the sandbox; commands may name paths under these. The power
-#: supplies are the sandbox's own (empty unless the peer scripts a battery), never the host's.
-MAPPED_PREFIXES = ("/data/local/tmp", "/sdcard", "/sys/class/power_supply")
+#: supplies and devfreq devices are the sandbox's own (empty unless a test scripts them), never the
+#: host's.
+MAPPED_PREFIXES = ("/data/local/tmp", "/sdcard", "/sys/class/power_supply", "/sys/class/devfreq")
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ const char* usage() {
   return "usage: farm_native_runner --model M.onnx --out DIR [--input NAME=FILE.npy]...\n"
          "       [--ep cpu|xnnpack|nnapi|qnn] [--ep-option KEY=VALUE]... [--ep-library LIB.so]\n"
          "       [--disable-cpu-fallback] [--warmup N] [--runs N] [--profile-runs N] [--threads N]\n"
-         "       [--sustained-s SECONDS [--window-s SECONDS]]\n"
+         "       [--sustained-s SECONDS [--window-s SECONDS] [--devfreq-dir DIR]]\n"
          "       [--battery-dir DIR [--energy-idle-s S] [--energy-min-active-s S] [--energy-sample-ms MS]\n"
          "        [--energy-settle-s S]]\n"
          "       farm_native_runner --version\n";
@@ -70,6 +70,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--threads") o.threads = to_count(flag, value);
     else if (flag == "--sustained-s") o.sustained_s = to_seconds(flag, value);
     else if (flag == "--window-s") o.window_s = to_seconds(flag, value);
+    else if (flag == "--devfreq-dir") o.devfreq_dir = value;
     else if (flag == "--battery-dir") o.battery_dir = value;
     else if (flag == "--energy-idle-s") o.energy_idle_s = to_seconds(flag, value);
     else if (flag == "--energy-min-active-s") o.energy_min_active_s = to_seconds(flag, value);

@@ -27,6 +27,8 @@ struct Options {
   //: after the timed runs, run back to back for this long, in windows of window_s (0: no phase)
   double sustained_s = 0;
   double window_s = 5;
+  //: where the kernel lists devfreq devices: a GPU's (Mali, Adreno kgsl) cur_freq is read per window
+  std::string devfreq_dir = "/sys/class/devfreq";
   //: a battery's sysfs directory (e.g. /sys/class/power_supply/battery): sample its current_now and
   //: voltage_now over an idle window before the timed runs and during them (empty: no energy)
   std::string battery_dir;

@@ -196,7 +196,7 @@ std::vector<std::string> available_providers(const Ort& ort) {
 // its latencies and the telemetry read at its end.
 JsonObject run_sustained(const Ort& ort, OrtSession* session, const Feeds& feeds, const std::vector<const char*>& in_c,
                          const std::vector<const char*>& out_c, Values& scratch, const Options& o) {
-  const Telemetry at_start = read_telemetry();
+  const Telemetry at_start = read_telemetry(o.devfreq_dir);
   std::vector<JsonObject> windows;
   const auto begin = Clock::now();
   const auto seconds = [&](Clock::time_point t) { return std::chrono::duration<double>(t - begin).count(); };
@@ -210,7 +210,7 @@ JsonObject run_sustained(const Ort& ort, OrtSession* session, const Feeds& feeds
     const auto after = Clock::now();
     samples.push_back(std::chrono::duration<double, std::milli>(after - before).count());
     if (seconds(after) - seconds(window_start) >= o.window_s || seconds(after) >= o.sustained_s) {
-      last = read_telemetry();
+      last = read_telemetry(o.devfreq_dir);
       windows.push_back(JsonObject().add("start_s", seconds(window_start)).add("end_s", seconds(after))
                             .add("samples_ms", samples).add("telemetry", telemetry_json(last)));
       samples.clear();

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -23,10 +24,18 @@ std::vector<std::string> entries(const std::string& dir, const std::string& pref
   return found;
 }
 
+// A devfreq device that is a GPU: Arm Mali (Tensor, Exynos, Dimensity) or Qualcomm Adreno (kgsl).
+bool is_gpu(std::string name) {
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name.find("mali") != std::string::npos || name.find("kgsl") != std::string::npos ||
+         name.find("gpu") != std::string::npos;
+}
+
 }  // namespace
 
-Telemetry read_telemetry() {
+Telemetry read_telemetry(const std::string& devfreq_dir) {
   Telemetry t;
+  t.devfreq_dir = devfreq_dir;
   for (const auto& cpu : entries("/sys/devices/system/cpu", "cpu")) {
     if (cpu.size() < 4 || cpu.find_first_not_of("0123456789", 3) != std::string::npos) continue;
     double khz = 0;
@@ -34,6 +43,12 @@ Telemetry read_telemetry() {
       t.cpu_freq_mhz.add(cpu, khz / 1000.0);
       ++t.cpus;
     }
+  }
+  for (const auto& device : entries(devfreq_dir, "")) {
+    double hz = 0;
+    if (device[0] == '.' || !is_gpu(device) || !read_number(devfreq_dir + "/" + device + "/cur_freq", hz)) continue;
+    t.gpu_freq_mhz.add(device, hz / 1e6);
+    ++t.gpus;
   }
   for (const auto& zone : entries("/sys/class/thermal", "thermal_zone")) {
     double milli = 0;
@@ -56,7 +71,7 @@ Telemetry read_telemetry() {
 
 JsonObject telemetry_json(const Telemetry& t) {
   JsonObject out;
-  out.add("cpu_freq_mhz", t.cpu_freq_mhz).add("temperatures_c", t.temperatures_c);
+  out.add("cpu_freq_mhz", t.cpu_freq_mhz).add("gpu_freq_mhz", t.gpu_freq_mhz).add("temperatures_c", t.temperatures_c);
   if (t.power_mw >= 0) {
     out.add("power_mw", t.power_mw);
   } else {
@@ -68,6 +83,7 @@ JsonObject telemetry_json(const Telemetry& t) {
 std::vector<std::string> telemetry_gaps(const Telemetry& t) {
   std::vector<std::string> gaps;
   if (t.cpus == 0) gaps.push_back("CPU frequency (no cpufreq in sysfs)");
+  if (t.gpus == 0) gaps.push_back("GPU frequency (no Mali or Adreno devfreq device under " + t.devfreq_dir + ")");
   if (t.zones == 0) gaps.push_back("temperatures (no readable thermal zones in sysfs)");
   if (t.power_mw < 0) gaps.push_back("energy (no battery current_now/voltage_now in /sys/class/power_supply)");
   return gaps;
