@@ -13,12 +13,11 @@ Settings (`AgentSettings.extra`, all optional): `battery_dir` (default
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from ondevice_farm.errors import UsageError
 from ondevice_farm_agents.android.device_paths import q
 from ondevice_farm_agents.android.thermal import parse_battery
+from ondevice_farm_agents.extra import extra_number
 
 DEFAULT_BATTERY_DIR = "/sys/class/power_supply/battery"
 #: seconds of idle sampled before the timed runs (the baseline)
@@ -56,17 +55,7 @@ class EnergySettings:
         """From `AgentSettings.extra` (at the CLI: `FARM_AGENT_ENERGY_IDLE_S` and so on)."""
 
         def seconds(key: str, default: float, least: float) -> float:
-            text = extra.get(key, str(default))
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            if not least <= value <= MAX_ENERGY_S:
-                raise UsageError(
-                    f"{key} must be a number from {least:g} to {MAX_ENERGY_S:g}, not {text!r}",
-                    hint=f"FARM_AGENT_{key.upper()}",
-                )
-            return value
+            return extra_number(extra, key, default, least, MAX_ENERGY_S)
 
         return cls(
             battery_dir=extra.get("battery_dir", DEFAULT_BATTERY_DIR),

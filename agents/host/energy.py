@@ -16,7 +16,6 @@ phase's telemetry.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -24,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from ondevice_farm.errors import UsageError
 from ondevice_farm_agents.base import EnergyEstimate
+from ondevice_farm_agents.extra import extra_number
 from ondevice_farm_agents.host.rapl import RaplCounter
 
 #: seconds of idle read before the timed runs (the baseline); short, as every host job pays it
@@ -50,17 +49,7 @@ class HostEnergySettings:
     @classmethod
     def from_extra(cls, extra: dict[str, str]) -> HostEnergySettings:
         def number(key: str, default: float, least: float) -> float:
-            text = extra.get(key, str(default))
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            if not least <= value <= MAX_HOST_ENERGY_S:
-                raise UsageError(
-                    f"{key} must be a number from {least:g} to {MAX_HOST_ENERGY_S:g}, not {text!r}",
-                    hint=f"FARM_AGENT_{key.upper()}",
-                )
-            return value
+            return extra_number(extra, key, default, least, MAX_HOST_ENERGY_S)
 
         return cls(
             idle_s=number("host_energy_idle_s", DEFAULT_HOST_ENERGY_IDLE_S, 0.0),

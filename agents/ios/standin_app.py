@@ -33,6 +33,7 @@ from ondevice_farm_agents.ios.contract import DTYPES, JOB_SCHEMA, RESULT_SCHEMA_
 from ondevice_farm_agents.ios.fakes import THERMAL_STATES, AppFiles, FakePhone, FakeProcess, FakeProvider
 from ondevice_farm_agents.ios.standin_mlprogram import JobMismatch, measure_ml_program
 from ondevice_farm_agents.ios.standin_phases import measured_phases
+from ondevice_farm_agents.ios.standin_result import result_body, write_outputs
 
 STANDIN_NAME = "FarmRunner host stand-in (onnxruntime CPU)"
 STANDIN_VERSION = "0.1.0"
@@ -154,39 +155,17 @@ def _measure(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     outputs = session.run(None, feeds)
     first_ms = (time.perf_counter() - start) * 1000.0
     phases = measured_phases(lambda: session.run(None, feeds), job)
-    written = []
-    files.makedirs(job["outputs_dir"])
-    for index, (meta, value) in enumerate(zip(session.get_outputs(), outputs, strict=True)):
-        dtype = _ORT_OUTPUT_DTYPES.get(meta.type, "float32")
-        path = f"{job['outputs_dir']}/{index}.bin"
-        data = np.ascontiguousarray(np.asarray(value), dtype=DTYPES[dtype])
-        files.write(path, data.tobytes())
-        onnx_names = {o["name"]: o["onnx_name"] for o in job["outputs"]}
-        written.append(
-            {
-                "name": meta.name,
-                "onnx_name": onnx_names.get(meta.name),
-                "dtype": dtype,
-                "shape": list(data.shape),
-                "path": path,
-            }
-        )
-    if job["profile_ops"]:
-        plan: dict[str, Any] = {"available": True, "ops": _profiled_ops(model, feeds)}
-    else:
-        plan = {"available": False, "reason": "profile_ops was false"}
-    return {
-        "timings_ms": {
-            "compile": 0.0,
-            "load": load_ms,
-            "warm_load": warm_load_ms,
-            "first_inference": first_ms,
-        },
-        **phases,
-        "outputs": written,
-        "compute_plan": plan,
-        "memory": {"peak_footprint_bytes": None},
-    }
+    written = write_outputs(
+        files,
+        job,
+        [
+            (meta.name, _ORT_OUTPUT_DTYPES.get(meta.type, "float32"), value)
+            for meta, value in zip(session.get_outputs(), outputs, strict=True)
+        ],
+    )
+    timings = {"compile": 0.0, "load": load_ms, "warm_load": warm_load_ms, "first_inference": first_ms}
+    profiled = (lambda: _profiled_ops(model, feeds)) if job["profile_ops"] else None
+    return result_body(timings, phases, written, profiled)
 
 
 def _profiled_ops(model: bytes, feeds: dict[str, np.ndarray]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ import numpy as np
 from ondevice_farm_agents.ios.contract import DTYPES
 from ondevice_farm_agents.ios.fakes import AppFiles
 from ondevice_farm_agents.ios.standin_phases import measured_phases
+from ondevice_farm_agents.ios.standin_result import result_body, write_outputs
 
 #: executor output dtype -> the contract dtype it is written as (every float output as float32)
 _OUTPUT_DTYPES = {"float16": "float32", "float32": "float32", "float64": "float32", "int32": "int32"}
@@ -86,39 +87,17 @@ def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     outputs = run_program(program, feeds)
     first_ms = (time.perf_counter() - start) * 1000.0
     phases = measured_phases(lambda: run_program(program, feeds), job)
-    onnx_names = {o["name"]: o["onnx_name"] for o in job["outputs"]}
-    written = []
-    files.makedirs(job["outputs_dir"])
-    for index, (name, value) in enumerate(outputs.items()):
-        array = np.asarray(value)
-        dtype = _OUTPUT_DTYPES.get(array.dtype.name, "float32")
-        path = f"{job['outputs_dir']}/{index}.bin"
-        files.write(path, np.ascontiguousarray(array, dtype=DTYPES[dtype]).tobytes())
-        written.append(
-            {
-                "name": name,
-                "onnx_name": onnx_names.get(name),
-                "dtype": dtype,
-                "shape": list(array.shape),
-                "path": path,
-            }
-        )
-    if job["profile_ops"]:
-        plan: dict[str, Any] = {"available": True, "ops": _profiled_ops(program, feeds)}
-    else:
-        plan = {"available": False, "reason": "profile_ops was false"}
-    return {
-        "timings_ms": {
-            "compile": compile_ms,
-            "load": load_ms,
-            "warm_load": warm_load_ms,
-            "first_inference": first_ms,
-        },
-        **phases,
-        "outputs": written,
-        "compute_plan": plan,
-        "memory": {"peak_footprint_bytes": None},
-    }
+    written = write_outputs(
+        files,
+        job,
+        [
+            (name, _OUTPUT_DTYPES.get(np.asarray(value).dtype.name, "float32"), value)
+            for name, value in outputs.items()
+        ],
+    )
+    timings = {"compile": compile_ms, "load": load_ms, "warm_load": warm_load_ms, "first_inference": first_ms}
+    profiled = (lambda: _profiled_ops(program, feeds)) if job["profile_ops"] else None
+    return result_body(timings, phases, written, profiled)
 
 
 def _profiled_ops(program: Any, feeds: dict[str, np.ndarray]) -> list[dict[str, Any]]:

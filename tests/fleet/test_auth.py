@@ -8,11 +8,7 @@ HOME is a temp dir in each test: the token the embedded Ray creates is not the u
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,19 +17,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fleet.cluster import kill_tree
 from tests.fleet.conftest import only_loopback
-
-FARM = str(Path(sys.executable).parent / "farm")
+from tests.fleet.serve import FARM, clean_env, farm_serve
 
 pytestmark = pytest.mark.slow
-
-
-def clean_env(home: Path, farm_home: Path) -> dict[str, str]:
-    """What a user's shell has: no RAY_* or FARM_* variable exported."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
-    env.update(HOME=str(home), FARM_HOME=str(farm_home), RAY_USAGE_STATS_ENABLED="0")
-    return env
 
 
 @dataclass
@@ -50,34 +37,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("auth")
     home = root / "user"
     home.mkdir()
-    process = subprocess.Popen(
-        [FARM, "serve"],
-        env=clean_env(home, root / "head"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert process.stderr is not None
-        address = None
-        deadline = time.monotonic() + 120
-        lines = []
-        while address is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if not line:
-                raise AssertionError("farm serve exited:\n" + "".join(lines[-30:]))
-            lines.append(line)
-            found = re.search(r"embedded Ray at (\S+?);", line)
-            address = found.group(1) if found else None
-        assert address is not None, "".join(lines[-30:])
+    with farm_serve(home, root / "head") as (process, address):
         yield Served(process, address, home)
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        finally:
-            kill_tree(process.pid)
 
 
 def submit(served: Served, home: Path, farm_home: Path, model: Path) -> subprocess.CompletedProcess[str]:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,20 +26,14 @@ import pytest
 from ondevice_farm_agents.host.agent import SESSION_SCRIPT
 from tests.fleet.cluster import kill_tree
 from tests.fleet.conftest import only_loopback, wait_for
+from tests.fleet.serve import FARM, clean_env, farm_serve
 
-FARM = str(Path(sys.executable).parent / "farm")
 SUBMITTER_TIMEOUT_S = 2.0
 #: from the cancel to the unit's actor idle: the terminate flag ends the inference in flight at
 #: once; the rest is Ray's calls and, abandoned, the timeout plus one health period of the fleet
 STOPPED_WITHIN_S = 15.0
 
 pytestmark = pytest.mark.slow
-
-
-def clean_env(home: Path, farm_home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
-    env.update(HOME=str(home), FARM_HOME=str(farm_home), RAY_USAGE_STATS_ENABLED="0")
-    return env
 
 
 @dataclass
@@ -110,36 +102,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("cancel")
     home = root / "user"
     home.mkdir()
-    process = subprocess.Popen(
-        [FARM, "serve", "--submitter-timeout", str(SUBMITTER_TIMEOUT_S)],
-        env=clean_env(home, root / "head"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert process.stderr is not None
-        address = None
-        deadline = time.monotonic() + 120
-        lines: list[str] = []
-        while address is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if not line:
-                raise AssertionError("farm serve exited:\n" + "".join(lines[-30:]))
-            lines.append(line)
-            found = re.search(r"embedded Ray at (\S+?);", line)
-            address = found.group(1) if found else None
-        assert address is not None, "".join(lines[-30:])
+    with farm_serve(home, root / "head", "--submitter-timeout", str(SUBMITTER_TIMEOUT_S)) as (
+        process,
+        address,
+    ):
         state = Served(process, address, home, root / "head")
         wait_for(lambda: state.actors(), 60, "the host-cpu unit's DeviceActor")
         yield state
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        finally:
-            kill_tree(process.pid)
 
 
 def start_long_submit(served: Served, farm_home: Path, model: Path) -> tuple[subprocess.Popen[str], str]:

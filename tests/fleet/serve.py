@@ -1,0 +1,58 @@
+"""A real `farm serve` for a test, started as a user's shell would (nothing exported), stopped after."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.fleet.cluster import kill_tree
+
+FARM = str(Path(sys.executable).parent / "farm")
+START_TIMEOUT_S = 120
+
+
+def clean_env(home: Path, farm_home: Path) -> dict[str, str]:
+    """What a user's shell has: no RAY_* or FARM_* variable exported."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
+    env.update(HOME=str(home), FARM_HOME=str(farm_home), RAY_USAGE_STATS_ENABLED="0")
+    return env
+
+
+@contextmanager
+def farm_serve(home: Path, farm_home: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`farm serve ARGS` and the address of its embedded Ray; Ctrl-C'd and its tree killed after."""
+    process = subprocess.Popen(
+        [FARM, "serve", *args],
+        env=clean_env(home, farm_home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        address = None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        lines: list[str] = []
+        while address is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            if not line:
+                raise AssertionError("farm serve exited:\n" + "".join(lines[-30:]))
+            lines.append(line)
+            found = re.search(r"embedded Ray at (\S+?);", line)
+            address = found.group(1) if found else None
+        assert address is not None, "".join(lines[-30:])
+        yield process, address
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        finally:
+            kill_tree(process.pid)
