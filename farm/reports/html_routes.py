@@ -6,12 +6,7 @@ from html import escape
 from typing import Any
 
 from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
-from ondevice_farm.reports.routes import ROUTE_COLUMNS, export_row
-
-
-def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:
-    values = [float(o[key]) for o in (outputs or {}).values() if o.get(key) is not None]
-    return "-" if not values else f"{pick(values):.3g}"
+from ondevice_farm.reports.routes import ROUTE_COLUMNS, export_row, route_cells
 
 
 def _row(cells: list[str]) -> str:
@@ -44,22 +39,7 @@ def routes_section(source: dict[str, Any]) -> str:
         if "error" in summary:
             rows.append(_row([ROUTE_LABELS[key], "refused", "-", "-", "-", "-", "-", "-", summary["error"]]))
             continue
-        outputs = (predicted.get(key) or {}).get("outputs")
-        rows.append(
-            _row(
-                [
-                    ROUTE_LABELS[key],
-                    str(summary.get("frontend")),
-                    str(summary["mil_ops"]),
-                    str(summary["casts"]),
-                    str(summary["precision"]),
-                    "/".join(summary.get("output_dtypes") or []) or "-",
-                    f"{summary['package_bytes'] / 1024:.1f}",
-                    _worst(outputs, "snr_db", min) + (" (predicted)" if outputs else ""),
-                    _worst(outputs, "max_abs", max),
-                ]
-            )
-        )
+        rows.append(_row(route_cells(ROUTE_LABELS[key], summary, predicted.get(key))))
     table = (
         "<div class=scroll><table><thead><tr>"
         + "".join(f"<th>{escape(h)}</th>" for h in head)

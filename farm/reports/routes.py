@@ -33,8 +33,13 @@ def print_source(console: Console, source: dict[str, Any]) -> None:
 def _route_row(name: str, summary: dict[str, Any], predicted: dict[str, Any] | None) -> list[str]:
     if "error" in summary:
         return [name, "refused", "-", "-", "-", "-", "-", "-", "-", summary["error"][:60]]
-    outputs = (predicted or {}).get("outputs")
     top = sorted(summary["op_types"].items(), key=lambda kv: -kv[1])[:4]
+    return [*route_cells(name, summary, predicted), ", ".join(f"{op} {n}" for op, n in top)]
+
+
+def route_cells(name: str, summary: dict[str, Any], predicted: dict[str, Any] | None) -> list[str]:
+    """A converted route's row in ROUTE_COLUMNS order (its SNR and error predicted on the host)."""
+    outputs = (predicted or {}).get("outputs")
     return [
         name,
         str(summary.get("frontend")),
@@ -45,7 +50,6 @@ def _route_row(name: str, summary: dict[str, Any], predicted: dict[str, Any] | N
         f"{summary['package_bytes'] / 1024:.1f}",
         _worst(outputs, "snr_db", min) + (" (predicted)" if outputs else ""),
         _worst(outputs, "max_abs", max),
-        ", ".join(f"{op} {n}" for op, n in top),
     ]
 
 

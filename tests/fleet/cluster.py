@@ -50,6 +50,18 @@ def wait_port(host: str, port: int, timeout_s: float) -> None:
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s}s")
 
 
+def alive(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (a zombie has ended)."""
+    left = set()
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                left.add(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL a process we started and every process below it."""
     try:

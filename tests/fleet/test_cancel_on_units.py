@@ -21,6 +21,7 @@ from ondevice_farm.model import inspect_model
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import AgentSettings, RunRequest
 from ondevice_farm_agents.host.agent import SESSION_SCRIPT, HostAgent
+from tests.fleet.cluster import alive
 
 #: a cancel must end the job within this (the terminate flag ends the inference in flight; a
 #: killed process is reaped at once), even on a loaded two-core machine
@@ -134,14 +135,3 @@ def test_the_actor_cancels_only_the_job_it_names(tiny_model: Path) -> None:
     done = actor.run_job(long_request(tiny_model), None, "job-2")
     assert len(done.run.samples_ms) == 3
     assert actor.cancel_job("job-2") is False
-
-
-def alive(pids: set[int]) -> set[int]:
-    left = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                left.add(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return left

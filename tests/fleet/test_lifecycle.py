@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fleet.cluster import kill_tree
+from tests.fleet.cluster import alive, kill_tree
 from tests.fleet.conftest import only_loopback, wait_for
 
 FARM = str(Path(sys.executable).parent / "farm")
@@ -75,17 +75,6 @@ def running_runs(home: Path) -> int:
         return 0
     with sqlite3.connect(path) as db:
         return int(db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0])
-
-
-def alive(pids: set[int]) -> set[int]:
-    left = set()
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                left.add(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return left
 
 
 def test_sigterm_ends_an_embedded_submit_as_ctrl_c_does(tmp_path: Path, tiny_model: Path) -> None:
