@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.sysfs_script import load_share, write_sysfs
+
 RAPL_DIR = "sys/class/powercap/intel-rapl:0"
 UJ_PER_J = 1e6
 NS_PER_S = 1e9
@@ -37,8 +39,7 @@ class RaplScript:
     update_ms: float = 10.0
 
     def power_w(self, busy_cores: float) -> float:
-        span = self.saturation_cores - self.idle_cores
-        share = min(1.0, max(0.0, (busy_cores - self.idle_cores) / span))
+        share = load_share(busy_cores, self.idle_cores, self.saturation_cores)
         return self.idle_w + (self.load_w - self.idle_w) * share
 
 
@@ -118,10 +119,7 @@ class ScriptedRapl:
         self._thread.join(timeout=5)
 
     def _write(self, name: str, value: str) -> None:
-        # through a rename, as a reader of sysfs never sees half a number
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(value + "\n")
-        os.replace(tmp, self.dir / name)
+        write_sysfs(self.dir, name, value)
 
     def _busy_ns(self) -> int:
         used = 0

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.sysfs_script import load_share, write_sysfs
+
 SUPPLY_DIR = "sys/class/power_supply/battery"
 
 
@@ -45,8 +47,7 @@ class BatteryScript:
     def current_ua(self, busy_cores: float) -> int:
         if self.charge_ua:
             return -self.discharge_sign * self.charge_ua
-        span = self.saturation_cores - self.idle_cores
-        share = min(1.0, max(0.0, (busy_cores - self.idle_cores) / span))
+        share = load_share(busy_cores, self.idle_cores, self.saturation_cores)
         return self.discharge_sign * round(self.idle_ua + (self.load_ua - self.idle_ua) * share)
 
     def power_mw(self, current_ua: float) -> float:
@@ -93,10 +94,7 @@ class ScriptedBattery:
             self._thread.join(timeout=5)
 
     def _write(self, name: str, value: str) -> None:
-        # through a rename, as a reader of sysfs never sees half a number
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(value + "\n")
-        os.replace(tmp, self.dir / name)
+        write_sysfs(self.dir, name, value)
 
     def _busy_ns(self) -> int:
         sessions = self._sessions()
