@@ -7,7 +7,6 @@ failure carrying its error.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from ondevice_farm.controller.submission import (
     job_tolerance,
     prepare,
     run_document,
+    with_home_caches,
 )
 from ondevice_farm.errors import FarmError
 from ondevice_farm.profiles import DeviceProfile
@@ -271,10 +271,7 @@ def submit(
     """Embedded, the results go to `store` (default: the farm directory's); with an address, to
     the controller's store, which `farm serve` named."""
     progress = progress or SilentProgress()
-    if request.torch_cache is None:
-        request = dataclasses.replace(request, torch_cache=home.torch)
-    if request.model_cache is None:
-        request = dataclasses.replace(request, model_cache=home.models)
+    request = with_home_caches(request, home)
     checked, platforms = check_requests([request], profiles, settings)
     progress.stage("finding devices")
     with fleet_client(cluster, settings, profiles, platforms) as client:

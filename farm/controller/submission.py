@@ -3,6 +3,7 @@ anything is compiled or stored (`prepare`), the run's document and each job's to
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,13 @@ import numpy as np
 
 from ondevice_farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from ondevice_farm.compile.report import CompiledArtifact
-from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from ondevice_farm.config import (
+    DEFAULT_REPEATS,
+    DEFAULT_SEED,
+    DEFAULT_TIMED_RUNS,
+    DEFAULT_WARMUP_RUNS,
+    FarmHome,
+)
 from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from ondevice_farm.errors import UsageError
@@ -112,6 +119,16 @@ def _ingest_torch(request: SubmitRequest) -> TorchSource:
         seed=request.seed,
         export_dir=cache / "exports",
         reference_dir=cache / "references",
+    )
+
+
+def with_home_caches(request: SubmitRequest, home: FarmHome) -> SubmitRequest:
+    """The farm directory's caches where the request names none: a model (or checkpoint) seen
+    before is not read, inspected or exported again."""
+    return dataclasses.replace(
+        request,
+        torch_cache=request.torch_cache or home.torch,
+        model_cache=request.model_cache or home.models,
     )
 
 

@@ -7,7 +7,6 @@ baselines' durations also order this run's queue longest first.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,13 @@ from ondevice_farm.controller.cluster import ClusterConfig
 from ondevice_farm.controller.pipeline import check_requests, plan_model, prepare_on, run_planned
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import RunStore, run_store
-from ondevice_farm.controller.submission import Progress, SilentProgress, SubmitRequest, run_document
+from ondevice_farm.controller.submission import (
+    Progress,
+    SilentProgress,
+    SubmitRequest,
+    run_document,
+    with_home_caches,
+)
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from ondevice_farm.nightly.suite import Suite
 from ondevice_farm.profiles import DeviceProfile
@@ -104,10 +109,7 @@ def run_nightly(
     store_location: StoreLocation | None = None,
 ) -> NightlyResult:
     progress = progress or SilentProgress()
-    # the farm directory's caches, as `farm submit` uses them: a model seen before is not read again
-    requests = [
-        dataclasses.replace(r, torch_cache=home.torch, model_cache=home.models) for r in requests_for(suite)
-    ]
+    requests = [with_home_caches(r, home) for r in requests_for(suite)]
     checked, platforms = check_requests(requests, profiles, settings)
     with fleet_client(cluster, settings, profiles, platforms) as client:
         prepared = prepare_on(client, requests, checked, profiles)
