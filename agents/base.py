@@ -17,14 +17,17 @@ from typing import ClassVar
 import numpy as np
 
 from ondevice_farm.compile.io_names import IoNameMap
-from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
+from ondevice_farm.config import (
+    DEFAULT_REPEATS,
+    DEFAULT_SUSTAINED_WINDOW_S,
+    DEFAULT_TIMED_RUNS,
+    DEFAULT_WARMUP_RUNS,
+)
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.cancel import Cancellation
 
 DEFAULT_JOB_TIMEOUT_S = 600.0
-#: a sustained run reports latency percentiles and telemetry per window of this length
-DEFAULT_SUSTAINED_WINDOW_S = 5.0
 #: how a figure was obtained (docs/results.md, "Provenance"): measured on the device; planned by
 #: the runtime before running (MLComputePlan's preferred device); estimated from a plan's cost
 #: weight; predicted on the host (the MIL executor); synthetic (the simulated agent)

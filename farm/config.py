@@ -16,6 +16,12 @@ DEFAULT_REPEATS = 1
 #: measurement sessions of a nightly job, the regression gate (docs/benchmarks.md: why 5)
 DEFAULT_SUITE_REPEATS = 5
 DEFAULT_SEED = 0
+#: tries of a job whose unit disconnects or dies, on other units of its profile
+DEFAULT_MAX_ATTEMPTS = 3
+#: how long a job may wait while no unit of its profile is up, before it fails
+DEFAULT_PLACEMENT_DEADLINE_S = 600.0
+#: a sustained run reports latency percentiles and telemetry per window of this length
+DEFAULT_SUSTAINED_WINDOW_S = 5.0
 
 
 def default_home() -> Path:

@@ -40,6 +40,7 @@ def fleet_settings(
 def log_to_stderr() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("ondevice_farm.controller").setLevel(logging.INFO)
+    logging.getLogger("ondevice_farm.api").setLevel(logging.INFO)
 
 
 def stop_on_signals() -> threading.Event:

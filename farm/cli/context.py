@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -18,7 +18,9 @@ from ondevice_farm.config import FarmHome, default_home
 from ondevice_farm.errors import FarmError
 from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, DeviceProfile, load_profiles
 from ondevice_farm.store_sql import StoreLocation, is_postgres_url
-from ondevice_farm_agents.base import AgentSettings
+
+if TYPE_CHECKING:
+    from ondevice_farm_agents.base import AgentSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,6 +51,8 @@ class CliState:
     def agent_settings(self, profiles: dict[str, DeviceProfile], adb: tuple[str, ...] = ()) -> AgentSettings:
         env_adb = tuple(a for a in os.environ.get("FARM_ADB_DEVICES", "").split(",") if a.strip())
         key = os.environ.get("FARM_ADB_KEY")
+        from ondevice_farm_agents.base import AgentSettings
+
         extra = {
             k[len("FARM_AGENT_") :].lower(): v for k, v in os.environ.items() if k.startswith("FARM_AGENT_")
         }

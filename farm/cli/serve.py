@@ -9,10 +9,11 @@ from typing import Any
 
 import click
 
+from ondevice_farm.api.wire import DEFAULT_API_HOST, DEFAULT_API_PORT
 from ondevice_farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
-from ondevice_farm.controller.ray_auth import submitter_instructions
+from ondevice_farm.controller.ray_auth import read_token, submitter_instructions, use_local_token
 
 STATUS_EVERY_S = 60.0
 
@@ -57,6 +58,19 @@ def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
 )
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Where /metrics listens.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus /metrics on this port (0: any free port).")
+@click.option(
+    "--api-host",
+    default=DEFAULT_API_HOST,
+    show_default=True,
+    help="Where the submit API (`farm submit --address http://...`) listens.",
+)
+@click.option(
+    "--api-port",
+    type=int,
+    default=DEFAULT_API_PORT,
+    show_default=True,
+    help="The submit API's port (0: any free port).",
+)
 @click.option("--simulated", type=int, help="Embedded only: also serve N simulated units (load tests).")
 @click.option(
     "--submitter-timeout",
@@ -74,12 +88,17 @@ def serve(
     node_ip: str | None,
     metrics_host: str,
     metrics_port: int | None,
+    api_host: str,
+    api_port: int,
     simulated: int | None,
     submitter_timeout_s: float,
 ) -> None:
     """Run the farm controller: the device registry, the job queue, /metrics."""
     import ray
 
+    from ondevice_farm.api.blobs import BlobStore
+    from ondevice_farm.api.server import start_api_server
+    from ondevice_farm.api.submissions import SubmissionService
     from ondevice_farm.controller.client import FleetStateClient
     from ondevice_farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
     from ondevice_farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
@@ -100,6 +119,12 @@ def serve(
         stop = stop_on_signals()  # after ray.init, which installs handlers of its own
         node_id = ray.get_runtime_context().get_node_id()
         fleet = _start_fleet(node_id, submitter_timeout_s, str(location))
+        api = start_api_server(
+            SubmissionService(fleet, home, profiles, settings, BlobStore(home.root / "uploads")),
+            read_token(use_local_token()),
+            api_host,
+            api_port,
+        )
         threads: list[threading.Thread] = []
         local: NodeAgent | None = None
         if address is None:
@@ -131,6 +156,7 @@ def serve(
             thread.start()
         where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"
         click.echo(f"farm controller serving on {where}; store {store.path}", err=True)
+        click.echo(f"submit API on {api.url}: `farm submit MODEL --address {api.url}`", err=True)
         loopback_only = address is None and (node_ip or DEFAULT_BIND_ADDRESS).startswith("127.")
         click.echo(
             submitter_instructions(address or ray.get_runtime_context().gcs_address, loopback_only), err=True
@@ -146,6 +172,7 @@ def serve(
                     err=True,
                 )
         finally:
+            api.stop()
             if metrics is not None:
                 metrics.stop()
             if local is not None:

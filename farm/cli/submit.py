@@ -12,16 +12,19 @@ import click
 from rich.console import Console
 
 from ondevice_farm.analysis.reference_state import FAILED, reference_state
-from ondevice_farm.analysis.tolerance import parse_tolerance
+from ondevice_farm.api.wire import SubmitOptions
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.output import json_default
-from ondevice_farm.config import DEFAULT_REPEATS, DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
-from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
-from ondevice_farm.durations import parse_duration_s
+from ondevice_farm.config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PLACEMENT_DEADLINE_S,
+    DEFAULT_REPEATS,
+    DEFAULT_SEED,
+    DEFAULT_SUSTAINED_WINDOW_S,
+    DEFAULT_TIMED_RUNS,
+    DEFAULT_WARMUP_RUNS,
+)
 from ondevice_farm.errors import ReferenceCheckError
-from ondevice_farm.inputs import parse_shapes
-from ondevice_farm.targets import parse_targets
-from ondevice_farm_agents.base import DEFAULT_SUSTAINED_WINDOW_S
 
 
 class StderrProgress:
@@ -119,7 +122,11 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     show_default=True,
     help="QDQ models on CoreML: keep 8-bit weights and activations, or fold them to float.",
 )
-@click.option("--address", help="Ray cluster address (default: $RAY_ADDRESS, else an embedded local Ray).")
+@click.option(
+    "--address",
+    help="A running `farm serve`: its submit API, http://HOST:PORT (the fast path), or its Ray "
+    "address, HOST:PORT (default: $RAY_ADDRESS, else an embedded local Ray).",
+)
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
 @click.option(
     "--attempts",
@@ -181,50 +188,86 @@ def submit(
     wide: bool,
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
-    from ondevice_farm.controller.cluster import ClusterConfig
-    from ondevice_farm.controller.pipeline import submit as run_submit
-    from ondevice_farm.controller.submission import SubmitRequest
-    from ondevice_farm.reports.terminal import print_run
+    from ondevice_farm.api.wire import SubmitOptions, is_api_address
 
-    request = SubmitRequest(
-        model_path=model,
+    options = SubmitOptions(
         devices=devices,
-        targets=parse_targets(targets),
+        targets=targets,
         runs=runs,
         warmup=warmup,
         repeats=repeats,
-        shapes=parse_shapes(shapes),
-        inputs_npz=inputs_npz,
+        shapes=shapes,
         seed=seed,
-        tolerance=parse_tolerance(tolerances) or None,
-        reference_model=reference_model,
-        intra_op_threads=threads,
+        threads=threads,
+        tolerances=tolerances,
         profile_ops=not no_profile,
         coreml_precision=coreml_precision,
         coreml_quantization=coreml_quantization,
-        max_attempts=attempts,
+        attempts=attempts,
         placement_deadline_s=placement_deadline_s,
-        sustained_s=parse_duration_s(sustained) if sustained else 0.0,
+        sustained=sustained,
         sustained_window_s=sustained_window_s,
     )
-    from ondevice_farm.cli.agent import fleet_settings
-
-    profiles, settings = fleet_settings(state, adb)
-    document = run_submit(
-        request,
-        home=state.home,
-        profiles=profiles,
-        settings=settings,
-        cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
-        progress=StderrProgress(),
-        store=state.store,
-    )
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if is_api_address(address):
+        assert address is not None
+        document = _submit_over_api(address, model, options, inputs_npz, reference_model)
+    else:
+        document = _submit_here_or_over_ray(state, address, adb, model, options, inputs_npz, reference_model)
     if as_json:
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")
     else:
+        from ondevice_farm.reports.terminal import print_run
+
         print_run(document, wide=wide, artifacts_root=state.home.artifacts)
     if any(job["status"] != "ok" for job in document["jobs"]):
         sys.exit(1)
     mismatch = reference_failure(document["jobs"])
     if mismatch is not None:
         raise mismatch
+
+
+def _submit_over_api(
+    address: str,
+    model: Path,
+    options: SubmitOptions,
+    inputs_npz: Path | None,
+    reference_model: Path | None,
+) -> dict[str, Any]:
+    """To a running `farm serve`'s submit API: no Ray here, the controller does the work."""
+    from ondevice_farm.api.client import ApiTarget, submit_over_api
+    from ondevice_farm.controller.cluster import sigterm_as_interrupt
+    from ondevice_farm.controller.ray_auth import read_token, refused_hint, use_local_token
+
+    setup = use_local_token()
+    target = ApiTarget(url=address.rstrip("/"), token=read_token(setup), refused_hint=refused_hint(setup))
+    with (
+        sigterm_as_interrupt()
+    ):  # SIGTERM ends it as Ctrl-C does: the connection closes, the controller cancels
+        return submit_over_api(target, model, options, StderrProgress(), inputs_npz, reference_model)
+
+
+def _submit_here_or_over_ray(
+    state: CliState,
+    address: str | None,
+    adb: tuple[str, ...],
+    model: Path,
+    options: SubmitOptions,
+    inputs_npz: Path | None,
+    reference_model: Path | None,
+) -> dict[str, Any]:
+    from ondevice_farm.cli.agent import fleet_settings
+    from ondevice_farm.controller.cluster import ClusterConfig
+    from ondevice_farm.controller.pipeline import submit as run_submit
+
+    request = options.request(model, inputs_npz, reference_model)
+    profiles, settings = fleet_settings(state, adb)
+    return run_submit(
+        request,
+        home=state.home,
+        profiles=profiles,
+        settings=settings,
+        cluster=ClusterConfig(address=address),
+        progress=StderrProgress(),
+        store=state.store,
+    )

@@ -8,6 +8,7 @@ this host's own units, for as long as the submission lasts.
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from ondevice_farm.controller.fleet import JobEvent
 from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.ray_errors import to_farm_error
 from ondevice_farm.controller.selection import DeviceSelector
-from ondevice_farm.errors import FarmError, SchedulingError
+from ondevice_farm.errors import FarmError, JobCancelledError, SchedulingError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm_agents.base import AgentSettings
 
@@ -38,6 +39,8 @@ class FleetClient:
     embedded: bool
     #: embedded: platform -> why its discovery failed on this host
     discovery_errors: dict[str, str] = field(default_factory=dict)
+    #: set when whoever asked is gone (an HTTP submitter that disconnected): `run` cancels
+    stop: threading.Event | None = None
 
     def units(self) -> list[dict[str, Any]]:
         import ray
@@ -93,6 +96,8 @@ class FleetClient:
         try:
             ray.get(self.fleet.submit.remote(submission, specs, run_id))
             while remaining:
+                if self.stop is not None and self.stop.is_set():
+                    raise JobCancelledError("the submission was cancelled: its submitter went away")
                 for event in ray.get(self.fleet.poll.remote(submission, POLL_S)):
                     if on_event is not None:
                         on_event(event)

@@ -275,19 +275,36 @@ def submit(
     checked, platforms = check_requests([request], profiles, settings)
     progress.stage("finding devices")
     with fleet_client(cluster, settings, profiles, platforms) as client:
-        [prepared] = prepare_on(client, [request], checked, profiles)
-        home.ensure()
-        run_id = new_run_id()
-        document = run_document(run_id, request, prepared)
-        planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
-        if prepared.torch is not None:
-            progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
-            document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
-        with (
-            run_store(client.embedded, client.fleet, store or home.store_path) as results,
-            recorded_run(results, run_id, "submit", document) as rec,
-        ):
-            run_planned([planned], client, rec, progress)
+        return submit_on(
+            client, request, checked[0], home=home, profiles=profiles, progress=progress, store=store
+        )
+
+
+def submit_on(
+    client: FleetClient,
+    request: SubmitRequest,
+    checked: Prepared | None,
+    *,
+    home: FarmHome,
+    profiles: dict[str, DeviceProfile],
+    progress: Progress,
+    store: StoreLocation | None = None,
+) -> dict[str, Any]:
+    """One submission on a fleet already reached: `submit`'s, or `farm serve`'s own for a
+    submission that came over its HTTP API (`checked`: `check_requests`' result, if run)."""
+    [prepared] = prepare_on(client, [request], [checked], profiles)
+    home.ensure()
+    run_id = new_run_id()
+    document = run_document(run_id, request, prepared)
+    planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
+    if prepared.torch is not None:
+        progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
+        document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
+    with (
+        run_store(client.embedded, client.fleet, store or home.store_path) as results,
+        recorded_run(results, run_id, "submit", document) as rec,
+    ):
+        run_planned([planned], client, rec, progress)
     document.update(status=rec.status, jobs=rec.jobs)
     return document
 

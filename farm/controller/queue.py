@@ -15,12 +15,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ondevice_farm.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from ondevice_farm.controller.selection import DeviceSelector
 from ondevice_farm_agents.base import DeviceUnit, RunRequest
-
-DEFAULT_MAX_ATTEMPTS = 3
-#: how long a job may wait while no unit of its profile is up, before it fails
-DEFAULT_PLACEMENT_DEADLINE_S = 600.0
 
 
 @dataclass(frozen=True)

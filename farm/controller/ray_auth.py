@@ -99,7 +99,8 @@ def _reload_ray_auth() -> None:
     raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _token(setup: AuthSetup) -> str | None:
+def read_token(setup: AuthSetup) -> str | None:
+    """The token this process sends (the same to Ray and to `farm serve`'s submit API)."""
     if not setup.token_mode:
         return None
     if os.environ.get(TOKEN_VAR):
@@ -128,7 +129,7 @@ def check_head_accepts(address: str, setup: AuthSetup, timeout_s: float = DEFAUL
     gcs_service_pb2: Any = importlib.import_module("ray.core.generated.gcs_service_pb2")
     gcs_service_pb2_grpc: Any = importlib.import_module("ray.core.generated.gcs_service_pb2_grpc")
 
-    token = _token(setup)
+    token = read_token(setup)
     metadata = [("authorization", f"Bearer {token}")] if token else []
     with grpc.insecure_channel(address) as channel:
         stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)

@@ -14,13 +14,15 @@ import numpy as np
 from ondevice_farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PLACEMENT_DEADLINE_S,
     DEFAULT_REPEATS,
     DEFAULT_SEED,
+    DEFAULT_SUSTAINED_WINDOW_S,
     DEFAULT_TIMED_RUNS,
     DEFAULT_WARMUP_RUNS,
     FarmHome,
 )
-from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
 from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from ondevice_farm.errors import UsageError
 from ondevice_farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
@@ -30,7 +32,6 @@ from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.reference import check_reference_model
 from ondevice_farm.targets import Target
 from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
-from ondevice_farm_agents.base import DEFAULT_SUSTAINED_WINDOW_S
 
 if TYPE_CHECKING:
     from ondevice_farm.torch_source.ingest import TorchSource

@@ -11,8 +11,13 @@ import yaml
 
 from ondevice_farm.analysis.regression import RegressionPolicy
 from ondevice_farm.analysis.tolerance import ToleranceOverrides, parse_tolerance
-from ondevice_farm.config import DEFAULT_SUITE_REPEATS, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
-from ondevice_farm.controller.queue import DEFAULT_MAX_ATTEMPTS, DEFAULT_PLACEMENT_DEADLINE_S
+from ondevice_farm.config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PLACEMENT_DEADLINE_S,
+    DEFAULT_SUITE_REPEATS,
+    DEFAULT_TIMED_RUNS,
+    DEFAULT_WARMUP_RUNS,
+)
 from ondevice_farm.durations import parse_duration_s
 from ondevice_farm.errors import UsageError
 from ondevice_farm.targets import Target

@@ -8,10 +8,10 @@ Conv ran."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ondevice_farm.reports.alignment import Alignment, align, source_nodes
-from ondevice_farm.reports.compare import columns_of
+if TYPE_CHECKING:
+    from ondevice_farm.reports.alignment import Alignment
 
 #: cell certainties that say which nodes a kernel ran (a guess, or a bare placement, does not)
 TRACED = frozenset({"exact", "fused", "partition"})
@@ -34,13 +34,15 @@ def kernel_sources_of(
 ) -> dict[int, dict[str, list[str]]] | None:
     """Per job index of a run document, kernel -> source nodes; None where the source model is
     not found (neither where the run recorded it nor in the artifact store) or cannot be read."""
-    from ondevice_farm.errors import FarmError
-    from ondevice_farm.reports.document import locate_model
-
     if not any(job.get("ops") for job in document.get("jobs", [])):
         # no profiled kernel to name (--no-profile): reading the model (and importing onnx, 1-4 s
         # of CPU) would find nothing to show
         return {}
+    from ondevice_farm.errors import FarmError
+    from ondevice_farm.reports.alignment import align, source_nodes
+    from ondevice_farm.reports.compare import columns_of
+    from ondevice_farm.reports.document import locate_model
+
     model = locate_model(document, None, artifacts_root)
     if model is None:
         return None

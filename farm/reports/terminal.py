@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ondevice_farm.analysis.reference_state import FAILED, PASSED, reference_state
-from ondevice_farm.analysis.sessions import spread_warnings
+from ondevice_farm.analysis.spread import spread_warnings
 from ondevice_farm.compile.placement import short_provider
 from ondevice_farm.reports.energy_text import energy_lines
 from ondevice_farm.reports.fit import fit_table, table_width

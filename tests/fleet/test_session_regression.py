@@ -12,7 +12,8 @@ from rich.console import Console
 from ondevice_farm.analysis.multiple import benjamini_hochberg
 from ondevice_farm.analysis.regression import RegressionPolicy, compare_latency
 from ondevice_farm.analysis.session_test import NotComparable, compare_sessions
-from ondevice_farm.analysis.sessions import sessions_document, spread_warnings
+from ondevice_farm.analysis.sessions import sessions_document
+from ondevice_farm.analysis.spread import spread_warnings
 from ondevice_farm.analysis.student_t import t_quantile, t_sf
 from ondevice_farm.nightly.compare import compare_runs
 from ondevice_farm.nightly.html import render_nightly

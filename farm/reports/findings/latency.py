@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ondevice_farm.analysis.sessions import spread_warnings
+from ondevice_farm.analysis.spread import spread_warnings
 from ondevice_farm.reports.compare import Comparison
 from ondevice_farm.reports.findings.base import Finding, pct
 

@@ -1,0 +1,199 @@
+"""The thin submitter: `farm submit --address http://HOST:PORT` sends its files and options to a
+running `farm serve` and reads the run back, without Ray (server.py says why)."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from ondevice_farm.api.wire import (
+    BLOBS_PATH,
+    DEFAULT_SILENCE_TIMEOUT_S,
+    EVENT_DONE,
+    EVENT_ERROR,
+    EVENT_JOB_FINISHED,
+    EVENT_JOBS_STARTED,
+    EVENT_STAGE,
+    SUBMISSIONS_PATH,
+    FileRef,
+    SubmissionBody,
+    SubmitOptions,
+    error_from_event,
+)
+from ondevice_farm.errors import ModelError, SchedulingError, UsageError
+
+#: connecting and each upload or answer: generous for a model of gigabytes on a slow link
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+CHUNK_BYTES = 1024 * 1024
+
+
+class Progress(Protocol):
+    def stage(self, text: str) -> None: ...
+    def jobs_started(self, total: int) -> None: ...
+    def job_finished(self, job: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class ApiTarget:
+    """Where the controller's submit API is and what to send it."""
+
+    url: str
+    #: the cluster's token (None: send none)
+    token: str | None
+    #: what the operator is told when the token is refused
+    refused_hint: str = ""
+    silence_timeout_s: float = DEFAULT_SILENCE_TIMEOUT_S
+
+    def connection(self, timeout_s: float) -> http.client.HTTPConnection:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UsageError(f"not a controller address: {self.url}", hint="e.g. --address http://HOST:9478")
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return cls(parts.hostname, parts.port, timeout=timeout_s)
+
+    def headers(self, **more: str) -> dict[str, str]:
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return {**auth, **more}
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _local_file(path: Path, what: str) -> Path:
+    if path.is_dir():
+        raise UsageError(
+            f"{what} {path} is a directory; the submit API takes files",
+            hint="submit a directory model (.mlpackage) with the Ray address `farm serve` printed",
+        )
+    if not path.is_file():
+        error = ModelError if what == "model" else UsageError
+        raise error(f"{what} not found: {path}")
+    return path
+
+
+@contextmanager
+def _request(
+    target: ApiTarget,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> Iterator[http.client.HTTPResponse]:
+    connection = target.connection(timeout_s)
+    try:
+        try:
+            connection.request(method, path, body=body, headers=target.headers(**(headers or {})))
+            response = connection.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            raise SchedulingError(
+                f"cannot reach the farm controller at {target.url}: {exc}",
+                hint="is `farm serve` running there? it prints its submit API address when it starts",
+            ) from None
+        if response.status == 401:
+            raise SchedulingError(
+                f"the farm controller at {target.url} refused this host's authentication token",
+                hint=target.refused_hint,
+            )
+        yield response
+    finally:
+        connection.close()
+
+
+def _upload(target: ApiTarget, path: Path) -> FileRef:
+    """The file on the controller under its hash; sent only if the controller lacks it."""
+    ref = FileRef(path.name, sha256_file(path))
+    with _request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
+        if found.status == 200:
+            return ref
+    size = path.stat().st_size
+    with (
+        path.open("rb") as body,
+        _request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put,
+    ):
+        answer = put.read()
+        if put.status != 201:
+            reason = json.loads(answer or b"{}").get("error") or put.reason
+            raise UsageError(f"the controller refused {path.name}: {reason}")
+    return ref
+
+
+def submit_over_api(
+    target: ApiTarget,
+    model: Path,
+    options: SubmitOptions,
+    progress: Progress,
+    inputs_npz: Path | None = None,
+    reference_model: Path | None = None,
+) -> dict[str, Any]:
+    """The run's document, as `farm submit` embedded would return it; the controller's error,
+    as the same FarmError, if it failed the submission. Leaving early (Ctrl-C) closes the
+    connection, which cancels the submission on the controller."""
+    body = SubmissionBody(
+        model=_upload(target, _local_file(model, "model")),
+        options=options,
+        inputs_npz=None if inputs_npz is None else _upload(target, _local_file(inputs_npz, "--inputs file")),
+        reference_model=(
+            None
+            if reference_model is None
+            else _upload(target, _local_file(reference_model, "--reference model"))
+        ),
+    )
+    payload = json.dumps(body.to_json()).encode()
+    jobs: list[dict[str, Any]] = []
+    json_type = {"Content-Type": "application/json"}
+    # between events the controller sends a heartbeat: silence this long means it is gone
+    with _request(
+        target, "POST", SUBMISSIONS_PATH, payload, json_type, timeout_s=target.silence_timeout_s
+    ) as response:
+        if response.status != 200:
+            raise SchedulingError(
+                f"the farm controller at {target.url} answered {response.status} {response.reason}"
+            )
+        for event in _events(response, target):
+            kind = event.get("event")
+            if kind == EVENT_STAGE:
+                progress.stage(str(event.get("text")))
+            elif kind == EVENT_JOBS_STARTED:
+                progress.jobs_started(int(event.get("total") or 0))
+            elif kind == EVENT_JOB_FINISHED:
+                jobs.append(event["job"])
+                progress.job_finished(event["job"])
+            elif kind == EVENT_ERROR:
+                raise error_from_event(event)
+            elif kind == EVENT_DONE:
+                document: dict[str, Any] = event["document"]
+                document["jobs"] = jobs
+                return document
+    raise SchedulingError(
+        f"lost the farm controller at {target.url} before the run ended",
+        hint="completed jobs are in the controller's store (`farm runs --address`); resubmit the rest",
+    )
+
+
+def _events(response: http.client.HTTPResponse, target: ApiTarget) -> Iterator[dict[str, Any]]:
+    while True:
+        try:
+            line = response.readline()
+        except TimeoutError:
+            raise SchedulingError(
+                f"the farm controller at {target.url} went silent for {target.silence_timeout_s:.0f} s",
+                hint="the network or the controller is down; completed jobs are in its store",
+            ) from None
+        except (OSError, http.client.HTTPException):
+            return
+        if not line:
+            return
+        yield json.loads(line)

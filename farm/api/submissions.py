@@ -1,0 +1,103 @@
+"""A submission that came over HTTP, run by `farm serve` itself on its own fleet: the same
+checks, compile, reference, schedule and store as an embedded `farm submit`, with the progress
+sent back as events instead of printed, and a stop when the submitter goes away."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ondevice_farm.api.blobs import BlobStore
+from ondevice_farm.api.wire import (
+    EVENT_DONE,
+    EVENT_JOB_FINISHED,
+    EVENT_JOBS_STARTED,
+    EVENT_STAGE,
+    SubmissionBody,
+    error_event,
+    event_line,
+)
+from ondevice_farm.config import FarmHome
+from ondevice_farm.errors import FarmError, JobCancelledError
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm_agents.base import AgentSettings
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[bytes], None]
+
+
+class StreamedProgress:
+    """Progress as events; a stage begun after the submitter left is not begun (compiles and
+    references cannot be cut short, but nothing new starts for nobody)."""
+
+    def __init__(self, emit: Emit, stop: threading.Event) -> None:
+        self.emit = emit
+        self.stop = stop
+
+    def _check(self) -> None:
+        if self.stop.is_set():
+            raise JobCancelledError("the submission was cancelled: its submitter went away")
+
+    def stage(self, text: str) -> None:
+        self._check()
+        self.emit(event_line(EVENT_STAGE, text=text))
+
+    def jobs_started(self, total: int) -> None:
+        self._check()
+        self.emit(event_line(EVENT_JOBS_STARTED, total=total))
+
+    def job_finished(self, job: dict[str, Any]) -> None:
+        self.emit(event_line(EVENT_JOB_FINISHED, job=job))
+
+
+@dataclass
+class SubmissionService:
+    """What `farm serve` needs to run a submission: its fleet, its farm directory and its view of
+    the device profiles (the controller's, not the submitter's)."""
+
+    fleet: Any
+    home: FarmHome
+    profiles: dict[str, DeviceProfile]
+    settings: AgentSettings
+    blobs: BlobStore
+
+    def run(self, body: SubmissionBody, emit: Emit, stop: threading.Event) -> None:
+        """Run `body`, emitting its events; ends with one `done` or one `error` event."""
+        began = time.monotonic()
+        try:
+            document = self._run(body, emit, stop)
+        except FarmError as exc:
+            log.info("submission of %s ended: %s", body.model.name, exc.message)
+            emit(error_event(exc))
+            return
+        except Exception as exc:  # a bug: the submitter hears of it in one line, the log has it all
+            log.exception("submission of %s failed", body.model.name)
+            emit(error_event(FarmError(f"the controller failed the submission: {type(exc).__name__}: {exc}")))
+            return
+        jobs = document.pop("jobs")
+        log.info(
+            "run %s (%s, %d job(s)) %s in %.2f s",
+            document["run_id"], body.model.name, len(jobs), document["status"], time.monotonic() - began,
+        )  # fmt: skip
+        # the jobs went out one by one as they finished: the end carries the run without them
+        emit(event_line(EVENT_DONE, document=document))
+
+    def _run(self, body: SubmissionBody, emit: Emit, stop: threading.Event) -> dict[str, Any]:
+        from ondevice_farm.controller.client import FleetClient
+        from ondevice_farm.controller.pipeline import check_requests, submit_on
+        from ondevice_farm.controller.submission import with_home_caches
+
+        def local(ref: Any) -> Any:
+            return None if ref is None else self.blobs.path(ref.sha256, ref.name)
+
+        request = body.options.request(local(body.model), local(body.inputs_npz), local(body.reference_model))
+        request = with_home_caches(request, self.home)
+        [checked], _ = check_requests([request], self.profiles, self.settings)
+        progress = StreamedProgress(emit, stop)
+        client = FleetClient(fleet=self.fleet, embedded=False, stop=stop)
+        return submit_on(client, request, checked, home=self.home, profiles=self.profiles, progress=progress)
