@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.fleet.cluster import kill_tree
 
@@ -25,11 +26,21 @@ def clean_env(home: Path, farm_home: Path) -> dict[str, str]:
     return env
 
 
+class Serving(NamedTuple):
+    process: subprocess.Popen[str]
+    #: its embedded Ray, host:port
+    address: str
+    #: its submit API, http://host:port
+    api_url: str
+
+
 @contextmanager
-def farm_serve(home: Path, farm_home: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`farm serve ARGS` and the address of its embedded Ray; Ctrl-C'd and its tree killed after."""
+def farm_serve(home: Path, farm_home: Path, *args: str) -> Iterator[Serving]:
+    """`farm serve ARGS` (its submit API on a free port unless ARGS say otherwise) and where it
+    listens; Ctrl-C'd and its tree killed after."""
+    api = [] if "--api-port" in args else ["--api-port", "0"]
     process = subprocess.Popen(
-        [FARM, "serve", *args],
+        [FARM, "serve", *api, *args],
         env=clean_env(home, farm_home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -38,18 +49,20 @@ def farm_serve(home: Path, farm_home: Path, *args: str) -> Iterator[tuple[subpro
     )
     try:
         assert process.stderr is not None
-        address = None
+        address = api_url = None
         deadline = time.monotonic() + START_TIMEOUT_S
         lines: list[str] = []
-        while address is None and time.monotonic() < deadline:
+        while (address is None or api_url is None) and time.monotonic() < deadline:
             line = process.stderr.readline()
             if not line:
                 raise AssertionError("farm serve exited:\n" + "".join(lines[-30:]))
             lines.append(line)
-            found = re.search(r"embedded Ray at (\S+?);", line)
-            address = found.group(1) if found else None
-        assert address is not None, "".join(lines[-30:])
-        yield process, address
+            if found := re.search(r"embedded Ray at (\S+?);", line):
+                address = found.group(1)
+            if found := re.search(r"submit API on (http://\S+?):? ", line):
+                api_url = found.group(1)
+        assert address is not None and api_url is not None, "".join(lines[-30:])
+        yield Serving(process, address, api_url)
     finally:
         process.send_signal(signal.SIGINT)
         try:

@@ -8,6 +8,7 @@ HOME is a temp dir in each test: the token the embedded Ray creates is not the u
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,6 +29,8 @@ class Served:
     process: subprocess.Popen[str]
     address: str
     home: Path
+    api_url: str
+    farm_home: Path
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +40,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("auth")
     home = root / "user"
     home.mkdir()
-    with farm_serve(home, root / "head") as (process, address):
-        yield Served(process, address, home)
+    with farm_serve(home, root / "head") as serving:
+        yield Served(serving.process, serving.address, home, serving.api_url, root / "head")
 
 
 def submit(served: Served, home: Path, farm_home: Path, model: Path) -> subprocess.CompletedProcess[str]:
@@ -99,3 +102,104 @@ def test_a_submitter_without_the_right_token_is_refused_at_once_in_one_line(
     assert f"the Ray head at {served.address} refused this host's authentication token" in errors[0]
     assert "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=" in errors[0]  # what to set, said exactly
     assert took_s < 15  # Ray alone retries for 20 s before "Failed to connect"
+
+
+def api_submit(
+    served: Served, home: Path, farm_home: Path, model: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """`farm submit --address http://...`: to the controller's submit API, without Ray."""
+    return subprocess.run(
+        [FARM, "submit", str(model), "--devices", "host-cpu", "--runs", "3", "--address", served.api_url,
+         "--json", *extra],
+        env=clean_env(home, farm_home),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )  # fmt: skip
+
+
+def stored_run_ids(served: Served) -> set[str]:
+    with sqlite3.connect(served.farm_home / "results.sqlite") as db:
+        return {str(row[0]) for row in db.execute("SELECT run_id FROM runs")}
+
+
+def test_a_submit_over_the_api_runs_on_the_controller_and_lands_in_its_store(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    done = api_submit(served, served.home, tmp_path / "submitter", tiny_model)
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(done.stdout)
+    assert document["status"] == "complete"
+    [job] = document["jobs"]
+    assert job["status"] == "ok" and job["device"] == "host-cpu"
+    assert job["latency_ms"]["samples"] and len(job["latency_ms"]["samples"]) == 3  # measured on the unit
+    assert job["reference"]["status"] == "passed"
+    assert "[1/1] host-cpu ort/cpu: ok" in done.stderr  # progress streamed back
+    assert document["run_id"] in stored_run_ids(served)  # the controller's store, not the submitter's
+    assert not (tmp_path / "submitter" / "results.sqlite").exists()
+    listing = subprocess.run(
+        [FARM, "runs", "--address", served.address, "--json"],
+        env=clean_env(served.home, tmp_path / "elsewhere"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert document["run_id"] in [r["run_id"] for r in json.loads(listing.stdout)["runs"]]
+
+    # the model went up once, by hash: a second submit of it sends no bytes
+    [blob] = (served.farm_home / "uploads").glob("*/blob")
+    before = blob.stat().st_mtime_ns
+    again = api_submit(served, served.home, tmp_path / "submitter", tiny_model)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [b.stat().st_mtime_ns for b in (served.farm_home / "uploads").glob("*/blob")] == [before]
+    assert json.loads(again.stdout)["run_id"] != document["run_id"]
+
+
+@pytest.mark.parametrize("token", ["a-token-the-head-never-issued", None])
+def test_a_submitter_without_the_right_token_is_refused_by_the_api_in_one_line(
+    served: Served, tmp_path: Path, tiny_model: Path, token: str | None
+) -> None:
+    home = tmp_path / "stranger"
+    if token is not None:
+        (home / ".ray").mkdir(parents=True)
+        (home / ".ray" / "auth_token").write_text(token)
+    else:
+        home.mkdir()
+    runs_before = stored_run_ids(served)
+    began = time.monotonic()
+    done = api_submit(served, home, tmp_path / "farm", tiny_model)
+    took_s = time.monotonic() - began
+    assert done.returncode == 7, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("farm: error:")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    assert f"the farm controller at {served.api_url} refused this host's authentication token" in errors[0]
+    assert took_s < 10
+    assert stored_run_ids(served) == runs_before
+    assert not list((served.farm_home / "uploads").glob(".upload-*"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "exit_code", "says"),
+    [
+        (("--devices", "pixel9000"), 2, "unknown device 'pixel9000'"),
+        (("--tolerance", "atol=banana"), 2, "atol"),
+        (("--sustained", "forever"), 2, "forever"),
+    ],
+)
+def test_bad_options_over_the_api_fail_in_one_line_and_store_nothing(
+    served: Served, tmp_path: Path, tiny_model: Path, extra: tuple[str, ...], exit_code: int, says: str
+) -> None:
+    runs_before = stored_run_ids(served)
+    done = api_submit(served, served.home, tmp_path / "submitter", tiny_model, *extra)
+    assert done.returncode == exit_code, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("farm: error:")]
+    assert len(errors) == 1 and says in errors[0], done.stderr[-2000:]
+    assert done.stdout == ""
+    assert stored_run_ids(served) == runs_before
+
+
+def test_a_missing_model_fails_before_anything_is_sent(served: Served, tmp_path: Path) -> None:
+    done = api_submit(served, served.home, tmp_path / "submitter", tmp_path / "nowhere.onnx")
+    assert done.returncode == 3
+    assert done.stderr.strip().splitlines()[-1].startswith("farm: error: model not found:")

@@ -42,6 +42,7 @@ class Served:
     address: str
     home: Path
     farm_home: Path
+    api_url: str
 
     def actors(self) -> list[psutil.Process]:
         """The DeviceActors below this controller (its embedded Ray's workers)."""
@@ -102,20 +103,21 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("cancel")
     home = root / "user"
     home.mkdir()
-    with farm_serve(home, root / "head", "--submitter-timeout", str(SUBMITTER_TIMEOUT_S)) as (
-        process,
-        address,
-    ):
-        state = Served(process, address, home, root / "head")
+    with farm_serve(home, root / "head", "--submitter-timeout", str(SUBMITTER_TIMEOUT_S)) as serving:
+        state = Served(serving.process, serving.address, home, root / "head", serving.api_url)
         wait_for(lambda: state.actors(), 60, "the host-cpu unit's DeviceActor")
         yield state
 
 
-def start_long_submit(served: Served, farm_home: Path, model: Path) -> tuple[subprocess.Popen[str], str]:
-    """A `farm submit --address` whose job runs ten minutes; returned once the unit works on it."""
+def start_long_submit(
+    served: Served, farm_home: Path, model: Path, via: str = "ray"
+) -> tuple[subprocess.Popen[str], str]:
+    """A `farm submit --address` (`via` Ray, or the submit API) whose job runs ten minutes;
+    returned once the unit works on it."""
+    address = served.address if via == "ray" else served.api_url
     process = subprocess.Popen(
         [FARM, "submit", str(model), "--devices", "host-cpu", "--runs", "3", "--no-profile",
-         "--sustained", "10m", "--address", served.address, "--json"],
+         "--sustained", "10m", "--address", address, "--json"],
         env=clean_env(served.home, farm_home),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -144,10 +146,11 @@ def assert_stopped(served: Served, run_id: str, since: float) -> float:
     return took_s
 
 
+@pytest.mark.parametrize("via", ["ray", "api"])
 def test_sigterm_of_a_submitter_stops_its_running_job_on_the_unit(
-    served: Served, tmp_path: Path, tiny_model: Path
+    served: Served, tmp_path: Path, tiny_model: Path, via: str
 ) -> None:
-    process, run_id = start_long_submit(served, tmp_path / "submitter", tiny_model)
+    process, run_id = start_long_submit(served, tmp_path / "submitter", tiny_model, via)
     try:
         began = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -156,7 +159,7 @@ def test_sigterm_of_a_submitter_stops_its_running_job_on_the_unit(
         kill_tree(process.pid)
     assert process.returncode == 130, stderr[-2000:]
     took_s = assert_stopped(served, run_id, began)
-    print(f"SIGTERM: the unit stopped the job {took_s:.2f} s after the signal")
+    print(f"SIGTERM ({via}): the unit stopped the job {took_s:.2f} s after the signal")
 
 
 def test_kill_9_of_a_submitter_stops_its_job_once_the_submitter_timeout_passes(
@@ -173,6 +176,22 @@ def test_kill_9_of_a_submitter_stops_its_job_once_the_submitter_timeout_passes(
     took_s = assert_stopped(served, run_id, began)
     assert took_s >= SUBMITTER_TIMEOUT_S - 1.0  # stopped by the controller's timeout, not earlier
     print(f"kill -9: the unit stopped the job {took_s:.2f} s after the submitter died")
+
+
+def test_kill_9_of_an_api_submitter_stops_its_job_when_its_connection_drops(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    """Over the submit API the controller need not wait for the submitter timeout: the dropped
+    connection says the submitter is gone."""
+    process, run_id = start_long_submit(served, tmp_path / "submitter", tiny_model, "api")
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        began = time.monotonic()
+    finally:
+        kill_tree(process.pid)
+    took_s = assert_stopped(served, run_id, began)
+    print(f"kill -9 (api): the unit stopped the job {took_s:.2f} s after the submitter died")
 
     # the unit takes the next submission's job
     done = subprocess.run(

@@ -1,0 +1,160 @@
+"""The submit API's pieces without a fleet: the wire format, the blob store, and the HTTP layer's
+authentication and its cancel on disconnect (with a service that only waits, and measures nothing;
+the fleet tests in tests/fleet/test_auth.py and test_cancel_submissions.py run real jobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ondevice_farm.api.blobs import BlobStore
+from ondevice_farm.api.server import ApiServer, start_api_server
+from ondevice_farm.api.wire import (
+    EVENT_DONE,
+    SUBMISSIONS_PATH,
+    FileRef,
+    SubmissionBody,
+    SubmitOptions,
+    error_event,
+    error_from_event,
+    event_line,
+)
+from ondevice_farm.errors import FarmError, ReferenceCheckError, UsageError
+
+TOKEN = "s3cret"
+
+
+def test_options_cross_the_wire_unchanged_and_parse_like_the_command_line() -> None:
+    options = SubmitOptions(
+        devices="host-cpu,pixel8", targets="ort/cpu", runs=7, shapes=("x=1x3",), tolerances=("atol=0.1",),
+        sustained="90s", threads=2, profile_ops=False,
+    )  # fmt: skip
+    again = SubmitOptions.from_json(json.loads(json.dumps(options.to_json())))
+    assert again == options
+    request = again.request(Path("m.onnx"))
+    assert request.runs == 7 and request.sustained_s == 90.0 and request.shapes == {"x": (1, 3)}
+    assert request.intra_op_threads == 2 and not request.profile_ops
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"runs": "7"}, "runs"),
+        ({"profile_ops": 1}, "profile_ops"),
+        ({"shapes": "x=1"}, "shapes"),
+        ({"launch_missiles": True}, "unknown submission option(s): launch_missiles"),
+    ],
+)
+def test_options_of_the_wrong_type_or_unknown_are_refused(options: dict[str, Any], says: str) -> None:
+    with pytest.raises(UsageError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        SubmitOptions.from_json(options)
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "a/b.onnx", "", ".."])
+def test_a_file_reference_names_a_plain_file(name: str) -> None:
+    with pytest.raises(UsageError):
+        FileRef.from_json({"name": name, "sha256": "0" * 64})
+
+
+def test_a_submission_of_another_api_version_is_refused() -> None:
+    body = SubmissionBody(FileRef("m.onnx", "0" * 64)).to_json()
+    assert SubmissionBody.from_json(body).model.name == "m.onnx"
+    with pytest.raises(UsageError, match="submit API"):
+        SubmissionBody.from_json({**body, "api_version": 99})
+
+
+def test_the_controllers_error_comes_back_as_the_same_error() -> None:
+    event = json.loads(error_event(ReferenceCheckError("outputs differ", hint="look")))
+    error = error_from_event(event)
+    assert type(error) is ReferenceCheckError and error.exit_code == 9 and error.hint == "look"
+    assert type(error_from_event({"type": "NotAnError", "message": "x"})) is FarmError
+
+
+def test_a_blob_is_kept_only_if_its_bytes_match_its_hash(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "uploads")
+    data = b"model bytes"
+    digest = hashlib.sha256(data).hexdigest()
+    with pytest.raises(UsageError, match="hash to"):
+        store.put(digest, io.BytesIO(b"other bytes"), len(data))
+    with pytest.raises(UsageError, match="ended after"):
+        store.put(digest, io.BytesIO(data[:4]), len(data))
+    assert not store.has(digest)
+    assert not list((tmp_path / "uploads").glob(".upload-*"))  # nothing half-written
+    store.put(digest, io.BytesIO(data), len(data))
+    named = store.path(digest, "tiny.onnx")
+    assert named.name == "tiny.onnx" and named.read_bytes() == data
+    with pytest.raises(UsageError, match="not uploaded"):
+        store.path("f" * 64, "other.onnx")
+
+
+class WaitingService:
+    """Runs nothing: holds a submission open until told to stop, and says whether it was."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.blobs = blobs
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+
+    def run(self, body: SubmissionBody, emit: Any, stop: threading.Event) -> None:
+        self.started.set()
+        if stop.wait(30):
+            self.stopped.set()
+            return
+        emit(event_line(EVENT_DONE, document={}))
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[tuple[ApiServer, WaitingService]]:
+    service = WaitingService(BlobStore(tmp_path / "uploads"))
+    server = start_api_server(service, TOKEN, "127.0.0.1", 0)  # type: ignore[arg-type]
+    try:
+        yield server, service
+    finally:
+        server.stop()
+
+
+def _post(server: ApiServer, token: str) -> http.client.HTTPResponse:
+    body = json.dumps(SubmissionBody(FileRef("m.onnx", "0" * 64)).to_json())
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("POST", SUBMISSIONS_PATH, body, {"Authorization": f"Bearer {token}"})
+    return connection.getresponse()
+
+
+def test_a_request_without_the_token_is_refused(api: tuple[ApiServer, WaitingService]) -> None:
+    server, service = api
+    assert _post(server, "wrong").status == 401
+    assert not service.started.is_set()
+
+
+def test_a_submitter_that_disconnects_cancels_its_submission(api: tuple[ApiServer, WaitingService]) -> None:
+    server, service = api
+    response = _post(server, TOKEN)
+    assert response.status == 200
+    assert service.started.wait(10)
+    began = time.monotonic()
+    response.close()  # what a Ctrl-C'd or killed submitter's socket does
+    assert service.stopped.wait(10), "the submission was not cancelled when its submitter left"
+    assert time.monotonic() - began < 2
+
+
+def test_a_submitter_that_stays_is_not_cancelled(api: tuple[ApiServer, WaitingService]) -> None:
+    server, service = api
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        body = json.dumps(SubmissionBody(FileRef("m.onnx", "0" * 64)).to_json()).encode()
+        raw.sendall(
+            f"POST {SUBMISSIONS_PATH} HTTP/1.0\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert service.started.wait(10)
+        assert not service.stopped.wait(1.0)
