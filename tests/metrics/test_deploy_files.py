@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ondevice_farm.api.wire import DEFAULT_API_PORT
 from ondevice_farm.metrics.server import DEFAULT_METRICS_PORT
 
 from .conftest import DEPLOY
@@ -27,6 +28,9 @@ def test_ports_agree_across_the_kit() -> None:
     targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in prometheus["scrape_configs"]}
     assert targets["farm"] == [f"{env['FARM_METRICS_HOST']}:{env['FARM_METRICS_PORT']}"]
     assert int(env["FARM_METRICS_PORT"]) == DEFAULT_METRICS_PORT
+    assert int(env["FARM_API_PORT"]) == DEFAULT_API_PORT
+    serve = (DEPLOY / "systemd" / "farm-serve.service").read_text()
+    assert "--api-host ${FARM_API_HOST} --api-port ${FARM_API_PORT}" in serve
     assert targets["pushgateway"] == [env["FARM_PUSHGATEWAY_URL"].removeprefix("http://")]
     compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]
     assert "--web.listen-address=127.0.0.1:9091" in compose["pushgateway"]["command"]
