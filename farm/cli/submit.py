@@ -24,7 +24,7 @@ from ondevice_farm.config import (
     DEFAULT_TIMED_RUNS,
     DEFAULT_WARMUP_RUNS,
 )
-from ondevice_farm.errors import ReferenceCheckError
+from ondevice_farm.errors import ReferenceCheckError, UsageError
 
 
 class StderrProgress:
@@ -211,6 +211,11 @@ def submit(
     address = address or os.environ.get("RAY_ADDRESS") or None
     if is_api_address(address):
         assert address is not None
+        if adb:
+            raise UsageError(
+                "--adb attaches units to an embedded fleet; a controller's units are its agents'",
+                hint="run `farm agent` on the host the phone is attached to",
+            )
         document = _submit_over_api(address, model, options, inputs_npz, reference_model)
     else:
         document = _submit_here_or_over_ray(state, address, adb, model, options, inputs_npz, reference_model)
