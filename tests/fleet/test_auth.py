@@ -203,3 +203,29 @@ def test_a_missing_model_fails_before_anything_is_sent(served: Served, tmp_path:
     done = api_submit(served, served.home, tmp_path / "submitter", tmp_path / "nowhere.onnx")
     assert done.returncode == 3
     assert done.stderr.strip().splitlines()[-1].startswith("farm: error: model not found:")
+
+
+def test_concurrent_api_submitters_each_get_their_own_run(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    """Two CI runners at once, the same model: one upload kept, two runs, each whole."""
+    command = [FARM, "submit", str(tiny_model), "--devices", "host-cpu", "--runs", "5"]
+    command += ["--address", served.api_url, "--json"]
+    runners = [
+        subprocess.Popen(
+            command,
+            env=clean_env(served.home, tmp_path / f"runner{i}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    documents = []
+    for runner in runners:
+        stdout, stderr = runner.communicate(timeout=180)
+        assert runner.returncode == 0, stderr[-2000:]
+        documents.append(json.loads(stdout))
+    assert len({d["run_id"] for d in documents}) == 2
+    assert all(d["status"] == "complete" and len(d["jobs"]) == 1 for d in documents)
+    assert {d["run_id"] for d in documents} <= stored_run_ids(served)
