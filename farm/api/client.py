@@ -3,7 +3,6 @@ running `farm serve` and reads the run back, without Ray (server.py says why).""
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
 from collections.abc import Iterator
@@ -27,11 +26,11 @@ from ondevice_farm.api.wire import (
     SubmitOptions,
     error_from_event,
 )
+from ondevice_farm.artifacts import sha256_file
 from ondevice_farm.errors import ModelError, SchedulingError, UsageError
 
 #: connecting and each upload or answer: generous for a model of gigabytes on a slow link
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
-CHUNK_BYTES = 1024 * 1024
 
 
 class Progress(Protocol):
@@ -61,14 +60,6 @@ class ApiTarget:
     def headers(self, **more: str) -> dict[str, str]:
         auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         return {**auth, **more}
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _local_file(path: Path, what: str) -> Path:

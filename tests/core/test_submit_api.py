@@ -158,3 +158,20 @@ def test_a_submitter_that_stays_is_not_cancelled(api: tuple[ApiServer, WaitingSe
         )
         assert service.started.wait(10)
         assert not service.stopped.wait(1.0)
+
+
+def test_the_thin_submitter_imports_neither_ray_nor_numpy_nor_onnx() -> None:
+    """What keeps a warm submit fast (benchmarks/fleet_overheads.py): the CLI, the API client and
+    the terminal report load without the heavy modules, which only the controller needs."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; import ondevice_farm.cli.main, ondevice_farm.cli.submit, ondevice_farm.api.client, "
+        "ondevice_farm.reports.terminal, ondevice_farm.controller.ray_auth, "
+        "ondevice_farm.controller.cluster; "
+        "print(sorted(m for m in ('ray', 'numpy', 'onnx', 'onnxruntime') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

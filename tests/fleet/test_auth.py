@@ -55,6 +55,19 @@ def submit(served: Served, home: Path, farm_home: Path, model: Path) -> subproce
     )  # fmt: skip
 
 
+def runs_through_the_controller(served: Served, farm_home: Path) -> list[str]:
+    """`farm runs --address` from a farm directory of its own: the fleet's runs."""
+    listing = subprocess.run(
+        [FARM, "runs", "--address", served.address, "--json"],
+        env=clean_env(served.home, farm_home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    return [r["run_id"] for r in json.loads(listing.stdout)["runs"]]
+
+
 def test_serve_then_submit_on_one_host_needs_no_exported_variable(
     served: Served, tmp_path: Path, tiny_model: Path
 ) -> None:
@@ -64,15 +77,7 @@ def test_serve_then_submit_on_one_host_needs_no_exported_variable(
     done = submit(served, served.home, tmp_path / "submitter", tiny_model)
     assert done.returncode == 0, done.stderr[-3000:]
     run_id = json.loads(done.stdout)["run_id"]
-    listing = subprocess.run(
-        [FARM, "runs", "--address", served.address, "--json"],
-        env=clean_env(served.home, tmp_path / "elsewhere"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert listing.returncode == 0, listing.stderr[-2000:]
-    assert run_id in [r["run_id"] for r in json.loads(listing.stdout)["runs"]]
+    assert run_id in runs_through_the_controller(served, tmp_path / "elsewhere")
 
 
 def test_the_embedded_ray_listens_on_loopback_only(served: Served) -> None:
@@ -137,15 +142,7 @@ def test_a_submit_over_the_api_runs_on_the_controller_and_lands_in_its_store(
     assert "[1/1] host-cpu ort/cpu: ok" in done.stderr  # progress streamed back
     assert document["run_id"] in stored_run_ids(served)  # the controller's store, not the submitter's
     assert not (tmp_path / "submitter" / "results.sqlite").exists()
-    listing = subprocess.run(
-        [FARM, "runs", "--address", served.address, "--json"],
-        env=clean_env(served.home, tmp_path / "elsewhere"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert listing.returncode == 0, listing.stderr[-2000:]
-    assert document["run_id"] in [r["run_id"] for r in json.loads(listing.stdout)["runs"]]
+    assert document["run_id"] in runs_through_the_controller(served, tmp_path / "elsewhere")
 
     # the model went up once, by hash: a second submit of it sends no bytes
     [blob] = (served.farm_home / "uploads").glob("*/blob")
