@@ -103,13 +103,14 @@ def _request(
         connection.close()
 
 
-def _upload(target: ApiTarget, path: Path) -> FileRef:
+def _upload(target: ApiTarget, path: Path, progress: Progress) -> FileRef:
     """The file on the controller under its hash; sent only if the controller lacks it."""
     ref = FileRef(path.name, sha256_file(path))
     with _request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
         if found.status == 200:
             return ref
     size = path.stat().st_size
+    progress.stage(f"uploading {path.name} ({size / 1e6:.1f} MB) to the controller")
     with (
         path.open("rb") as body,
         _request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put,
@@ -132,15 +133,15 @@ def submit_over_api(
     """The run's document, as `farm submit` embedded would return it; the controller's error,
     as the same FarmError, if it failed the submission. Leaving early (Ctrl-C) closes the
     connection, which cancels the submission on the controller."""
+
+    def upload(path: Path | None, what: str) -> FileRef | None:
+        return None if path is None else _upload(target, _local_file(path, what), progress)
+
     body = SubmissionBody(
-        model=_upload(target, _local_file(model, "model")),
+        model=_upload(target, _local_file(model, "model"), progress),
         options=options,
-        inputs_npz=None if inputs_npz is None else _upload(target, _local_file(inputs_npz, "--inputs file")),
-        reference_model=(
-            None
-            if reference_model is None
-            else _upload(target, _local_file(reference_model, "--reference model"))
-        ),
+        inputs_npz=upload(inputs_npz, "--inputs file"),
+        reference_model=upload(reference_model, "--reference model"),
     )
     payload = json.dumps(body.to_json()).encode()
     jobs: list[dict[str, Any]] = []

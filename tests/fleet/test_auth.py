@@ -226,3 +226,32 @@ def test_concurrent_api_submitters_each_get_their_own_run(
     assert len({d["run_id"] for d in documents}) == 2
     assert all(d["status"] == "complete" and len(d["jobs"]) == 1 for d in documents)
     assert {d["run_id"] for d in documents} <= stored_run_ids(served)
+
+
+def test_inputs_and_a_reference_model_go_up_with_the_model(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    """`--inputs` and `--reference` name files on the submitter: they are uploaded too, and the
+    controller runs on those inputs and compares against that model."""
+    import numpy as np
+
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, x=np.full((1, 64), -0.5, dtype=np.float32))
+    reference = tmp_path / "float_reference.onnx"
+    reference.write_bytes(tiny_model.read_bytes())  # the same graph under another name
+    done = api_submit(
+        served,
+        served.home,
+        tmp_path / "submitter",
+        tiny_model,
+        "--inputs",
+        str(inputs),
+        "--reference",
+        str(reference),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(done.stdout)
+    assert document["settings"]["reference_model"].endswith("float_reference.onnx")
+    [job] = document["jobs"]
+    assert job["reference"]["status"] == "passed"
+    assert "uploading inputs.npz" in done.stderr
