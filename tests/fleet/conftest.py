@@ -126,6 +126,8 @@ def start_serve(cluster: LocalCluster, home: Path) -> subprocess.Popen[bytes]:
             "4",
             "--metrics-port",
             "0",
+            "--api-port",  # a restarted controller must not wait for the old one's port
+            "0",
         ],
     )
 
