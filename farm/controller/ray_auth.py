@@ -149,13 +149,18 @@ def submitter_instructions(address: str, loopback_only: bool = False) -> str:
     path = token_path()
     if loopback_only:
         return (
-            f"submit with `farm submit --address {address}` from this host (the token in {path} is "
-            "found); Ray listens on loopback only: `farm serve --bind ADDRESS` to take other hosts"
+            f"Ray clients (`farm nightly/runs/show/report --address {address}`, or `farm submit` as a Ray "
+            f"driver) from this host find the token in {path}; Ray listens on loopback only: "
+            "`farm serve --bind ADDRESS` to take other hosts"
         )
     if os.environ.get(AUTH_MODE_VAR, "token").lower() != "token":
-        return f"submit with `farm submit --address {address}` (Ray token auth is off: {AUTH_MODE_VAR})"
+        return (
+            f"Ray clients: `farm nightly/runs/show/report/agent --address {address}` "
+            f"(Ray token auth is off: {AUTH_MODE_VAR})"
+        )
     return (
-        f"submit with `farm submit --address {address}`; on this host the token in {path} is found; "
+        f"Ray clients: `farm nightly/runs/show/report/agent --address {address}`; on this host the token "
+        f"in {path} is found; "
         f"on another host copy that file (mode 0600) and set {AUTH_MODE_VAR}=token "
         f"{TOKEN_PATH_VAR}=/path/to/the/copy"
     )
