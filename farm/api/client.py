@@ -74,8 +74,16 @@ def _local_file(path: Path, what: str) -> Path:
     return path
 
 
+def target_for(address: str) -> ApiTarget:
+    """The controller at `address`, with this host's cluster token (found as Ray would find it)."""
+    from ondevice_farm.controller.ray_auth import read_token, refused_hint, use_local_token
+
+    setup = use_local_token()
+    return ApiTarget(url=address.rstrip("/"), token=read_token(setup), refused_hint=refused_hint(setup))
+
+
 @contextmanager
-def _request(
+def api_request(
     target: ApiTarget,
     method: str,
     path: str,
@@ -106,14 +114,14 @@ def _request(
 def _upload(target: ApiTarget, path: Path, progress: Progress) -> FileRef:
     """The file on the controller under its hash; sent only if the controller lacks it."""
     ref = FileRef(path.name, sha256_file(path))
-    with _request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
+    with api_request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
         if found.status == 200:
             return ref
     size = path.stat().st_size
     progress.stage(f"uploading {path.name} ({size / 1e6:.1f} MB) to the controller")
     with (
         path.open("rb") as body,
-        _request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put,
+        api_request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put,
     ):
         answer = put.read()
         if put.status != 201:
@@ -147,7 +155,7 @@ def submit_over_api(
     jobs: list[dict[str, Any]] = []
     json_type = {"Content-Type": "application/json"}
     # between events the controller sends a heartbeat: silence this long means it is gone
-    with _request(
+    with api_request(
         target, "POST", SUBMISSIONS_PATH, payload, json_type, timeout_s=target.silence_timeout_s
     ) as response:
         if response.status != 200:

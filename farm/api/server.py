@@ -35,11 +35,14 @@ from ondevice_farm.api.wire import (
     EVENT_HEARTBEAT,
     HEARTBEAT_S,
     NDJSON,
+    STORE_PATH,
     SUBMISSIONS_PATH,
     SubmissionBody,
     error_event,
+    error_json,
     event_line,
 )
+from ondevice_farm.cli.output import json_default
 from ondevice_farm.errors import FarmError, UsageError
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     def _reply(self, status: HTTPStatus, payload: dict[str, Any] | None = None) -> None:
-        body = b"" if payload is None else json.dumps(payload).encode()
+        body = b"" if payload is None else json.dumps(payload, default=json_default).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -117,6 +120,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if not self._authorized():
             return
+        if self.path == STORE_PATH:
+            self._read_store()
+            return
         if self.path != SUBMISSIONS_PATH:
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no such path: {self.path}"})
             return
@@ -134,6 +140,30 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._start_stream()
         self._stream(body)
+
+    def _read_store(self) -> None:
+        """`{"result": ...}`, or `{"error": ...}` with the store's FarmError (no such run, ...)."""
+        try:
+            length = self._length()
+            if length > MAX_SUBMISSION_BYTES:
+                raise UsageError(f"a store read of {length} bytes")
+            try:
+                call = json.loads(self.rfile.read(length))
+                method, args, kwargs = (
+                    call["method"],
+                    list(call.get("args") or []),
+                    dict(call.get("kwargs") or {}),
+                )
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+                raise UsageError("a store read is {method, args, kwargs}") from None
+            result = self.server.service.read_store(str(method), args, kwargs)
+        except FarmError as exc:
+            self._reply(HTTPStatus.OK, {"error": error_json(exc)})
+            return
+        except TypeError as exc:  # arguments the method does not take
+            self._reply(HTTPStatus.OK, {"error": error_json(UsageError(f"a store read: {exc}"))})
+            return
+        self._reply(HTTPStatus.OK, {"result": result})
 
     def _start_stream(self) -> None:
         self.send_response(HTTPStatus.OK)

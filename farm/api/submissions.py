@@ -4,6 +4,7 @@ sent back as events instead of printed, and a stop when the submitter goes away.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -24,11 +25,16 @@ from ondevice_farm.api.wire import (
 from ondevice_farm.config import FarmHome
 from ondevice_farm.errors import FarmError, JobCancelledError
 from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.store import RunRow
 from ondevice_farm_agents.base import AgentSettings
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[bytes], None]
+
+
+def _plain(value: Any) -> Any:
+    return dataclasses.asdict(value) if isinstance(value, RunRow) else value
 
 
 class StreamedProgress:
@@ -86,6 +92,22 @@ class SubmissionService:
         )  # fmt: skip
         # the jobs went out one by one as they finished: the end carries the run without them
         emit(event_line(EVENT_DONE, document=document))
+
+    def read_store(self, method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """One read of the fleet's store, as `farm runs/show/report --address` make through Ray;
+        a run row as a plain object."""
+        from ondevice_farm.api.wire import STORE_READS
+        from ondevice_farm.controller.results import ControllerStore
+        from ondevice_farm.errors import UsageError
+
+        if method not in STORE_READS:
+            raise UsageError(
+                f"the submit API reads the store with {', '.join(sorted(STORE_READS))}, not {method!r}"
+            )
+        result = getattr(ControllerStore(self.fleet), method)(*args, **kwargs)
+        if isinstance(result, list):
+            return [_plain(r) for r in result]
+        return _plain(result)
 
     def _run(self, body: SubmissionBody, emit: Emit, stop: threading.Event) -> dict[str, Any]:
         from ondevice_farm.controller.client import FleetClient

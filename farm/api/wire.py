@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 API_VERSION = 1
 BLOBS_PATH = "/v1/blobs/"
 SUBMISSIONS_PATH = "/v1/submissions"
+#: `POST` {"method", "args", "kwargs"}: one read of the controller's results store
+STORE_PATH = "/v1/store"
+#: what a submitter may read through the API: the store methods `farm runs/show/report` use
+STORE_READS = frozenset({"runs", "run", "resolve_run_id", "jobs", "job_counts"})
 #: where `farm serve` takes submissions unless told otherwise (its /metrics default is 9477)
 DEFAULT_API_HOST = "127.0.0.1"
 DEFAULT_API_PORT = 9478
@@ -225,6 +229,10 @@ class SubmissionBody:
         )
 
 
+def error_json(exc: FarmError) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": exc.message, "hint": exc.hint}
+
+
 def event_line(kind: str, **fields: Any) -> bytes:
     from ondevice_farm.cli.output import json_default
 
@@ -232,7 +240,7 @@ def event_line(kind: str, **fields: Any) -> bytes:
 
 
 def error_event(exc: FarmError) -> bytes:
-    return event_line(EVENT_ERROR, type=type(exc).__name__, message=exc.message, hint=exc.hint)
+    return event_line(EVENT_ERROR, **error_json(exc))
 
 
 def error_from_event(event: dict[str, Any]) -> FarmError:

@@ -12,6 +12,7 @@ from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.layers import layer_request, print_layers
 from ondevice_farm.cli.output import json_default
+from ondevice_farm.cli.runs import ADDRESS_HELP
 
 
 @click.command("report")
@@ -54,9 +55,7 @@ from ondevice_farm.cli.output import json_default
     metavar="TARGETS",
     help="With --layers, also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
 )
-@click.option(
-    "--address", help="Read the fleet's store through the controller (`farm serve`) on this Ray cluster."
-)
+@click.option("--address", help=ADDRESS_HELP)
 @click.pass_obj
 @handles_errors
 def report(

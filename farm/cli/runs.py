@@ -13,6 +13,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from ondevice_farm.api.wire import is_api_address
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.controller.results import RunStore
 from ondevice_farm.errors import UsageError
@@ -20,7 +21,10 @@ from ondevice_farm.reports.fit import fit_table
 from ondevice_farm.reports.terminal import stdout_console
 from ondevice_farm.store import ResultsStore, store_exists
 
-ADDRESS_HELP = "Read the fleet's store through the controller (`farm serve`) on this Ray cluster."
+ADDRESS_HELP = (
+    "Read the fleet's store through the controller (`farm serve`): its Ray address HOST:PORT, "
+    "or its submit API http://HOST:PORT (no Ray needed here)."
+)
 
 
 @contextmanager
@@ -28,6 +32,13 @@ def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore
     """The results store for reading: with `address`, the controller's (the fleet's history);
     else the local one, where a missing file is the user's "nothing run yet", not a new file."""
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if is_api_address(address):
+        from ondevice_farm.api.client import target_for
+        from ondevice_farm.api.store_client import ApiStore
+
+        assert address is not None
+        yield ApiStore(target_for(address))
+        return
     if address is not None:
         from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
         from ondevice_farm.controller.node_agent import find_fleet

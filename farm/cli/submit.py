@@ -240,12 +240,10 @@ def _submit_over_api(
     reference_model: Path | None,
 ) -> dict[str, Any]:
     """To a running `farm serve`'s submit API: no Ray here, the controller does the work."""
-    from ondevice_farm.api.client import ApiTarget, submit_over_api
+    from ondevice_farm.api.client import submit_over_api, target_for
     from ondevice_farm.controller.cluster import sigterm_as_interrupt
-    from ondevice_farm.controller.ray_auth import read_token, refused_hint, use_local_token
 
-    setup = use_local_token()
-    target = ApiTarget(url=address.rstrip("/"), token=read_token(setup), refused_hint=refused_hint(setup))
+    target = target_for(address)
     with (
         sigterm_as_interrupt()
     ):  # SIGTERM ends it as Ctrl-C does: the connection closes, the controller cancels

@@ -94,8 +94,9 @@ def _init(config: ClusterConfig) -> None:
 
     if is_api_address(config.address):
         raise UsageError(
-            f"{config.address} is a controller's submit API, which takes `farm submit` only",
-            hint="give this command the Ray address `farm serve` printed (HOST:PORT)",
+            f"{config.address} is a controller's submit API, for `farm submit`, `runs`, `show` and "
+            "`report`; this command needs Ray",
+            hint="give it the Ray address `farm serve` printed (HOST:PORT)",
         )
     import ray
 

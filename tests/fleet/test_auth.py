@@ -255,3 +255,41 @@ def test_inputs_and_a_reference_model_go_up_with_the_model(
     [job] = document["jobs"]
     assert job["reference"]["status"] == "passed"
     assert "uploading inputs.npz" in done.stderr
+
+
+def test_runs_show_and_report_read_the_fleets_store_over_the_api(
+    served: Served, tmp_path: Path, tiny_model: Path
+) -> None:
+    """A CI runner that submitted over the API reads the fleet's history the same way: no Ray."""
+    done = api_submit(served, served.home, tmp_path / "submitter", tiny_model)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout)["run_id"]
+
+    def farm(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [FARM, *args, "--address", served.api_url],
+            env=clean_env(served.home, tmp_path / "reader"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    listing = farm("runs", "--json")
+    assert listing.returncode == 0, listing.stderr[-2000:]
+    assert run_id in [r["run_id"] for r in json.loads(listing.stdout)["runs"]]
+    shown = farm("show", run_id[:-1], "--json")  # a unique prefix
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    document = json.loads(shown.stdout)
+    assert document["run_id"] == run_id and document["status"] == "complete"
+    assert document["jobs"][0]["latency_ms"]["samples"]
+    latest = farm("show", "latest", "--json")
+    assert latest.returncode == 0 and json.loads(latest.stdout)["run_id"] == run_id
+    report = farm("report", run_id, "--html", str(tmp_path / "r.html"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (tmp_path / "r.html").stat().st_size > 0
+    missing = farm("show", "nosuchrun", "--json")
+    errors = [line for line in missing.stderr.splitlines() if line.startswith("farm: error:")]
+    assert missing.returncode not in (0, 70) and len(errors) == 1, missing.stderr[-2000:]
+    assert not (tmp_path / "reader").exists()  # nothing local was read or made
+    devices = farm("devices")  # a command that needs Ray says so in one line
+    assert devices.returncode == 2 and "this command needs Ray" in devices.stderr, devices.stderr[-2000:]
