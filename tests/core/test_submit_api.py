@@ -175,3 +175,54 @@ def test_the_thin_submitter_imports_neither_ray_nor_numpy_nor_onnx() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_quiet_submission_sends_heartbeats(
+    api: tuple[ApiServer, WaitingService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a submission has nothing to say (a long job, a compile) the stream stays alive."""
+    import ondevice_farm.api.server as server_module
+
+    monkeypatch.setattr(server_module, "HEARTBEAT_S", 0.3)
+    server, service = api
+    response = _post(server, TOKEN)
+    assert service.started.wait(10)
+    beats = [json.loads(response.readline())["event"] for _ in range(3)]
+    assert beats == ["heartbeat"] * 3
+    response.close()
+
+
+def test_a_submitter_gives_up_on_a_silent_controller(tmp_path: Path) -> None:
+    """A controller that accepted and then says nothing (a network gone dark) is an error, in time."""
+    from ondevice_farm.api.client import ApiTarget, submit_over_api
+    from ondevice_farm.controller.submission import SilentProgress
+    from ondevice_farm.errors import SchedulingError
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"not looked at")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def mute_controller() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            request = connection.recv(65536)
+            if request.startswith(b"HEAD"):  # "I have the file": no upload
+                connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+                connection.close()
+            else:
+                connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n")
+                # ... and nothing more; kept open
+
+    threading.Thread(target=mute_controller, daemon=True).start()
+    target = ApiTarget(url=f"http://127.0.0.1:{port}", token=None, silence_timeout_s=0.5)
+    began = time.monotonic()
+    try:
+        with pytest.raises(SchedulingError, match="went silent"):
+            submit_over_api(target, model, SubmitOptions(), SilentProgress())
+    finally:
+        listener.close()
+    assert time.monotonic() - began < 5
