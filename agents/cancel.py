@@ -58,14 +58,13 @@ class Cancellation:
                 if stop in stoppers:
                     stoppers.remove(stop)
 
-    def cancel(self, serial: str) -> int:
-        """Mark the job on `serial` cancelled and stop what it runs; how many stoppers were called."""
+    def cancel(self, serial: str) -> None:
+        """Mark the job on `serial` cancelled and stop what it runs."""
         with self._lock:
             self._cancelled.add(serial)
             stoppers = list(self._stoppers.get(serial, ()))
         for stop in stoppers:
             _call(stop)
-        return len(stoppers)
 
 
 def _call(stop: Callable[[], None]) -> None:

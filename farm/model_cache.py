@@ -33,7 +33,7 @@ def inspect_model_cached(path: Path, cache_dir: Path | None) -> ModelInfo:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # absent, or written by something else: inspect again
     info = inspect_model(path)
-    _write_atomically(entry, json.dumps(_to_dict(info)))
+    write_atomically(entry, json.dumps(_to_dict(info)))
     return info
 
 
@@ -71,7 +71,7 @@ def _from_dict(data: dict[str, Any], path: Path, sha: str) -> ModelInfo:
     )
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     """A reader sees the whole entry or none; two writers of one entry write the same bytes."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

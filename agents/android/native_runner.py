@@ -176,6 +176,7 @@ class NativeRunner:
             raise DeviceError("the native runner's result has no valid 'samples_ms'")
         outputs = self._outputs(job_dir, local, data.get("outputs"))
         peak = data.get("peak_memory_bytes")
+        warm_load_ms = float(data["warm_load_ms"]) if _finite(data.get("warm_load_ms")) else None
         run = DeviceRun(
             load_ms=_number(data, "load_ms"),
             first_inference_ms=_number(data, "first_inference_ms"),
@@ -183,8 +184,8 @@ class NativeRunner:
             outputs=outputs,
             peak_memory_bytes=peak if isinstance(peak, int) and not isinstance(peak, bool) else None,
             runner=runner_label(data),
-            warm_load_ms=float(data["warm_load_ms"]) if _finite(data.get("warm_load_ms")) else None,
-            warm_load_method=WARM_LOAD_SAME_PROCESS if _finite(data.get("warm_load_ms")) else "",
+            warm_load_ms=warm_load_ms,
+            warm_load_method=WARM_LOAD_SAME_PROCESS if warm_load_ms is not None else "",
             sustained=sustained_trace(data["sustained"]) if isinstance(data.get("sustained"), dict) else None,
         )
         if isinstance(data.get("energy"), dict):

@@ -110,6 +110,8 @@ class FarmRunner:
             with np.load(local / "outputs.npz", allow_pickle=False) as saved:
                 outputs = {name: saved[name] for name in saved.files}
             peak = data.get("peak_memory_bytes")
+            # absent from a result.json written by a farm_runner.py older than the warm load
+            warm_load_ms = _optional_number(data, "warm_load_ms")
             run = DeviceRun(
                 load_ms=_number(data, "load_ms"),
                 first_inference_ms=_number(data, "first_inference_ms"),
@@ -117,9 +119,8 @@ class FarmRunner:
                 outputs=outputs,
                 peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
                 runner=f"farm_runner ({data.get('runtime', 'onnxruntime')})",
-                # absent from a result.json written by a farm_runner.py older than the warm load
-                warm_load_ms=_optional_number(data, "warm_load_ms"),
-                warm_load_method=WARM_LOAD_SAME_PROCESS if "warm_load_ms" in data else "",
+                warm_load_ms=warm_load_ms,
+                warm_load_method=WARM_LOAD_SAME_PROCESS if warm_load_ms is not None else "",
                 # the runner process's VmHWM (ru_maxrss), interpreter and runtime included
                 peak_memory_kind="rss_peak",
             )

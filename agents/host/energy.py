@@ -77,13 +77,13 @@ class HostEnergyMeter:
 
     def __init__(self, root: Path, settings: HostEnergySettings) -> None:
         self._settings = settings
-        self._counter = RaplCounter(root)
-        self._absent = self._counter.absence() if settings.enabled else ""
+        # energy off: no powercap walk on every host job (the counter is read only when enabled)
+        self._counter = RaplCounter(root) if settings.enabled else None
+        self._absent = self._counter.absence() if self._counter is not None else ""
         self._readings = _Readings()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._idle_s: tuple[float, float] = (0.0, 0.0)
-        self._active_start_s = 0.0
 
     def __enter__(self) -> HostEnergyMeter:
         if self._settings.enabled and not self._absent:
@@ -95,12 +95,12 @@ class HostEnergyMeter:
     ) -> None:
         self._halt()
 
-    def _sample_loop(self) -> None:
+    def _sample_loop(self, counter: RaplCounter) -> None:
         period_s = self._settings.sample_ms / MS_PER_S
         next_s = time.perf_counter()
         while True:
             at = time.perf_counter()
-            value = self._counter.read_uj()
+            value = counter.read_uj()
             if value is None:
                 self._readings.unreadable += 1
             else:
@@ -111,13 +111,15 @@ class HostEnergyMeter:
                 return
 
     def _idle_window(self) -> None:
-        self._thread = threading.Thread(target=self._sample_loop, name="farm-rapl", daemon=True)
+        assert self._counter is not None  # entered only when enabled
+        self._thread = threading.Thread(
+            target=self._sample_loop, args=(self._counter,), name="farm-rapl", daemon=True
+        )
         self._thread.start()
         time.sleep(self._settings.settle_s)
         start = time.perf_counter()
         time.sleep(self._settings.idle_s)
         self._idle_s = (start, time.perf_counter())
-        self._active_start_s = self._idle_s[1]
 
     def _halt(self) -> None:
         self._stop.set()
@@ -133,7 +135,7 @@ class HostEnergyMeter:
         if self._absent:
             return EnergyEstimate(absent=self._absent)
         inferences = timed_runs
-        while time.perf_counter() - self._active_start_s < self._settings.min_active_s:
+        while time.perf_counter() - self._idle_s[1] < self._settings.min_active_s:
             infer()
             inferences += 1
         active_end_s = time.perf_counter()
@@ -145,10 +147,11 @@ class HostEnergyMeter:
 
         section = {
             "idle": {"start_s": self._idle_s[0], "end_s": self._idle_s[1]},
-            "active": {"start_s": self._active_start_s, "end_s": active_end_s, "inferences": inferences},
+            "active": {"start_s": self._idle_s[1], "end_s": active_end_s, "inferences": inferences},
             "t_s": self._readings.t_s,
             "energy_uj": self._readings.energy_uj,
             "sample_period_ms": self._settings.sample_ms,
             "unreadable_samples": self._readings.unreadable,
         }
+        assert self._counter is not None  # estimated only when enabled
         return counter_energy_estimate(section, self._counter.describe())

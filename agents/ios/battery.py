@@ -27,8 +27,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ondevice_farm.errors import UsageError
 from ondevice_farm_agents.base import EnergyEstimate
+from ondevice_farm_agents.extra import extra_number
 from ondevice_farm_agents.ios.link import DeviceLink
 
 #: seconds of idle sampled before the app is launched (the baseline)
@@ -37,6 +37,8 @@ DEFAULT_ENERGY_IDLE_S = 3.0
 DEFAULT_ENERGY_MIN_ACTIVE_S = 3.0
 #: one diagnostics-relay round trip per sample; the gauge itself updates more slowly
 DEFAULT_ENERGY_SAMPLE_S = 0.25
+#: the longest idle, active or sampling window a setting may ask for
+MAX_ENERGY_S = 3600.0
 POWER_SOURCE_CLASS = "IOPMPowerSource"
 CHARGING_KEYS = ("ExternalConnected", "IsCharging", "AppleRawExternalConnected")
 _MA_TO_UA = 1000.0
@@ -51,23 +53,29 @@ class EnergySettings:
 
     @classmethod
     def from_extra(cls, extra: dict[str, str]) -> EnergySettings:
-        try:
-            settings = cls(
-                idle_s=float(extra.get("ios_energy_idle_s", DEFAULT_ENERGY_IDLE_S)),
-                min_active_s=float(extra.get("ios_energy_min_active_s", DEFAULT_ENERGY_MIN_ACTIVE_S)),
-                sample_s=float(extra.get("ios_energy_sample_s", DEFAULT_ENERGY_SAMPLE_S)),
-            )
-        except ValueError as exc:
-            raise UsageError(f"bad iOS energy setting: {exc}") from None
-        if settings.idle_s < 0 or settings.min_active_s < 0 or settings.sample_s <= 0:
-            raise UsageError(
-                "ios_energy_idle_s and ios_energy_min_active_s must be >= 0, ios_energy_sample_s > 0"
-            )
-        return settings
+        return cls(
+            idle_s=extra_number(extra, "ios_energy_idle_s", DEFAULT_ENERGY_IDLE_S, 0.0, MAX_ENERGY_S),
+            min_active_s=extra_number(
+                extra, "ios_energy_min_active_s", DEFAULT_ENERGY_MIN_ACTIVE_S, 0.0, MAX_ENERGY_S
+            ),
+            sample_s=extra_number(extra, "ios_energy_sample_s", DEFAULT_ENERGY_SAMPLE_S, 0.001, MAX_ENERGY_S),
+        )
 
     @property
     def enabled(self) -> bool:
         return self.idle_s > 0
+
+
+def _absence(first: BatteryReading) -> str:
+    """Why no energy figure can come from this phone now ("" where one can)."""
+    if first.charging:
+        return _CHARGING_REASON
+    if first.current_ma is None or first.voltage_mv is None:
+        return (
+            f"the phone's diagnostics relay shows no battery current and voltage ({POWER_SOURCE_CLASS} "
+            "InstantAmperage/Amperage and Voltage)"
+        )
+    return ""
 
 
 def _signed_64(value: int) -> int:
@@ -131,8 +139,8 @@ class BatterySampler:
         async def sample() -> None:
             async with self._link.provider.diagnostics(self._link.serial) as diagnostics:
                 await self._read(diagnostics)
-                first = self.log.readings[-1]
-                if first.charging or first.current_ma is None or first.voltage_mv is None:
+                self.log.absent = _absence(self.log.readings[-1])
+                if self.log.absent:
                     return
                 start = time.time()
                 while time.time() - start < self._settings.idle_s:
@@ -141,14 +149,6 @@ class BatterySampler:
                 self.log.idle_span_s = (start, time.time())
 
         self._link.call(sample(), "sampling the battery at idle", timeout_s=self._settings.idle_s + 30.0)
-        first = self.log.readings[0]
-        if first.charging:
-            self.log.absent = _CHARGING_REASON
-        elif first.current_ma is None or first.voltage_mv is None:
-            self.log.absent = (
-                f"the phone's diagnostics relay shows no battery current and voltage ({POWER_SOURCE_CLASS} "
-                "InstantAmperage/Amperage and Voltage)"
-            )
 
     @asynccontextmanager
     async def during_job(self) -> AsyncIterator[None]:

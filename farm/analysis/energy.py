@@ -140,9 +140,7 @@ def energy_estimate(data: dict[str, Any]) -> EnergyEstimate:
         )
     convention = "negative while discharging" if discharge_sign < 0 else "positive while discharging"
     return dataclasses.replace(
-        _figure(
-            baseline, loaded, uncertainty, per_s, notes, int(data.get("unreadable_samples") or 0), "battery"
-        ),
+        _figure(baseline, loaded, uncertainty, per_s, notes, _unreadable(data), "battery"),
         method=method,
         active_s=active_s,
         inferences=inferences,
@@ -220,9 +218,7 @@ def counter_energy_estimate(data: dict[str, Any], counter: str) -> EnergyEstimat
         power_mw[idle], power_mw[active], 0.0, per_s, weights=(dt[idle], dt[active])
     )
     return dataclasses.replace(
-        _figure(
-            baseline, loaded, uncertainty, per_s, [], int(data.get("unreadable_samples") or 0), "counter"
-        ),
+        _figure(baseline, loaded, uncertainty, per_s, [], _unreadable(data), "counter"),
         method=method,
         active_s=active_s,
         inferences=inferences,

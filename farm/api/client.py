@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 from ondevice_farm.api.wire import (
@@ -28,15 +28,10 @@ from ondevice_farm.api.wire import (
 )
 from ondevice_farm.artifacts import sha256_file
 from ondevice_farm.errors import ModelError, SchedulingError, UsageError
+from ondevice_farm.progress import Progress
 
 #: connecting and each upload or answer: generous for a model of gigabytes on a slow link
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
-
-
-class Progress(Protocol):
-    def stage(self, text: str) -> None: ...
-    def jobs_started(self, total: int) -> None: ...
-    def job_finished(self, job: dict[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True)

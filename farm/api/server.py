@@ -30,8 +30,6 @@ from ondevice_farm.api.wire import (
     BLOBS_PATH,
     DEFAULT_API_HOST,
     DEFAULT_API_PORT,
-    EVENT_DONE,
-    EVENT_ERROR,
     EVENT_HEARTBEAT,
     HEARTBEAT_S,
     NDJSON,
@@ -41,6 +39,7 @@ from ondevice_farm.api.wire import (
     error_event,
     error_json,
     event_line,
+    is_final,
 )
 from ondevice_farm.cli.output import json_default
 from ondevice_farm.errors import FarmError, UsageError
@@ -200,7 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 break
             last_write = time.monotonic()
-            if json.loads(line).get("event") in (EVENT_DONE, EVENT_ERROR):
+            if is_final(line):
                 return
         log.info("the submitter of %s went away: cancelling its submission", body.model.name)
         stop.set()

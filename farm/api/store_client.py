@@ -7,12 +7,13 @@ import json
 from typing import Any
 
 from ondevice_farm.api.client import ApiTarget, api_request
-from ondevice_farm.api.wire import STORE_PATH, error_from_event
+from ondevice_farm.api.wire import STORE_PATH, STORE_READS, error_from_event
+from ondevice_farm.controller.results import ForwardedStore
 from ondevice_farm.errors import SchedulingError, UsageError
 from ondevice_farm.store import RunRow
 
 
-class ApiStore:
+class ApiStore(ForwardedStore):
     """The read side of `RunStore`, one request a call; writing is the controller's alone."""
 
     def __init__(self, target: ApiTarget) -> None:
@@ -20,36 +21,19 @@ class ApiStore:
         self.path = f"the controller's store at {target.url}"
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if method not in STORE_READS:
+            raise UsageError("the submit API reads the controller's store; only the controller writes it")
         body = json.dumps({"method": method, "args": list(args), "kwargs": kwargs}).encode()
-        with api_request(
-            self.target, "POST", STORE_PATH, body, {"Content-Type": "application/json"}
-        ) as answer:
+        json_type = {"Content-Type": "application/json"}
+        with api_request(self.target, "POST", STORE_PATH, body, json_type) as answer:
             payload = answer.read()
             if answer.status != 200:
                 raise SchedulingError(f"the farm controller at {self.target.url} answered {answer.status}")
         decoded: dict[str, Any] = json.loads(payload)
         if "error" in decoded:
             raise error_from_event(decoded["error"])
-        return decoded["result"]
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
-        raise UsageError("the submit API reads the controller's store; only the controller writes it")
-
-    start_run = add_job = finish_run = mark_interrupted = _read_only
-
-    def runs(self, limit: int = 50, kind: str | None = None, suite: str | None = None) -> list[RunRow]:
-        return [RunRow(**row) for row in self._call("runs", limit=limit, kind=kind, suite=suite)]
-
-    def run(self, run_id: str) -> RunRow:
-        return RunRow(**self._call("run", run_id))
-
-    def resolve_run_id(self, prefix: str) -> str:
-        return str(self._call("resolve_run_id", prefix))
-
-    def jobs(self, run_id: str) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._call("jobs", run_id)
-        return result
-
-    def job_counts(self, run_id: str) -> dict[str, int]:
-        result: dict[str, int] = self._call("job_counts", run_id)
-        return result
+        result = decoded["result"]
+        # run rows travel as plain objects
+        if method == "runs":
+            return [RunRow(**row) for row in result]
+        return RunRow(**result) if method == "run" else result

@@ -18,12 +18,13 @@ from ondevice_farm.api.wire import (
     EVENT_JOB_FINISHED,
     EVENT_JOBS_STARTED,
     EVENT_STAGE,
+    STORE_READS,
     SubmissionBody,
     error_event,
     event_line,
 )
 from ondevice_farm.config import FarmHome
-from ondevice_farm.errors import FarmError, JobCancelledError
+from ondevice_farm.errors import FarmError, JobCancelledError, UsageError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.store import RunRow
 from ondevice_farm_agents.base import AgentSettings
@@ -96,9 +97,7 @@ class SubmissionService:
     def read_store(self, method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """One read of the fleet's store, as `farm runs/show/report --address` make through Ray;
         a run row as a plain object."""
-        from ondevice_farm.api.wire import STORE_READS
         from ondevice_farm.controller.results import ControllerStore
-        from ondevice_farm.errors import UsageError
 
         if method not in STORE_READS:
             raise UsageError(

@@ -117,18 +117,14 @@ class SubmitOptions:
     def from_json(cls, value: Any) -> SubmitOptions:
         if not isinstance(value, dict):
             raise UsageError("a submission's options must be a JSON object")
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(value) - set(known))
+        unknown = sorted(set(value) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise UsageError(
                 f"unknown submission option(s): {', '.join(unknown)}",
                 hint="the submitter is newer than this controller: upgrade `farm serve`",
             )
-        kwargs: dict[str, Any] = {}
-        for name, given in value.items():
-            default = getattr(cls(), name)
-            kwargs[name] = _typed(name, given, default)
-        return cls(**kwargs)
+        defaults = cls()
+        return cls(**{name: _typed(name, given, getattr(defaults, name)) for name, given in value.items()})
 
     def request(
         self, model: Path, inputs_npz: Path | None = None, reference_model: Path | None = None
@@ -194,8 +190,6 @@ class SubmissionBody:
     options: SubmitOptions = field(default_factory=SubmitOptions)
     inputs_npz: FileRef | None = None
     reference_model: FileRef | None = None
-    #: where the submitter's model lay, for the run's record of what was submitted
-    submitted_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -204,7 +198,6 @@ class SubmissionBody:
             "options": self.options.to_json(),
             "inputs_npz": None if self.inputs_npz is None else self.inputs_npz.to_json(),
             "reference_model": None if self.reference_model is None else self.reference_model.to_json(),
-            "submitted_from": self.submitted_from,
         }
 
     @classmethod
@@ -220,13 +213,19 @@ class SubmissionBody:
             k: FileRef.from_json(value[k]) if value.get(k) else None
             for k in ("inputs_npz", "reference_model")
         }
-        submitted_from = value.get("submitted_from")
         return cls(
             model=FileRef.from_json(value.get("model")),
             options=SubmitOptions.from_json(value.get("options") or {}),
-            submitted_from=submitted_from if isinstance(submitted_from, str) else None,
             **optional,
         )
+
+
+FINAL_HEADS = tuple(json.dumps({"event": kind})[:-1].encode() for kind in (EVENT_DONE, EVENT_ERROR))
+
+
+def is_final(line: bytes) -> bool:
+    """The stream's last event (`done` or `error`), told by its head: `event_line` writes the kind first."""
+    return line.startswith(FINAL_HEADS)
 
 
 def error_json(exc: FarmError) -> dict[str, Any]:

@@ -188,7 +188,7 @@ def submit(
     wide: bool,
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
-    from ondevice_farm.api.wire import SubmitOptions, is_api_address
+    from ondevice_farm.api.wire import is_api_address
 
     options = SubmitOptions(
         devices=devices,
@@ -244,9 +244,8 @@ def _submit_over_api(
     from ondevice_farm.controller.cluster import sigterm_as_interrupt
 
     target = target_for(address)
-    with (
-        sigterm_as_interrupt()
-    ):  # SIGTERM ends it as Ctrl-C does: the connection closes, the controller cancels
+    # SIGTERM ends it as Ctrl-C does: the connection closes, the controller cancels
+    with sigterm_as_interrupt():
         return submit_over_api(target, model, options, StderrProgress(), inputs_npz, reference_model)
 
 

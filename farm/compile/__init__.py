@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
     from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 
 
+@dataclass(frozen=True)
+class OrtCompileCache:
+    directory: Path
+    #: the source model's sha256, the cache's key with the target and the ORT build
+    source_sha256: str
+
+
 def compile_for_target(
     model_path: Path,
     target: Target,
@@ -28,10 +36,17 @@ def compile_for_target(
     coreml_precision: str = "fp16",
     source: TorchCheckpoint | None = None,
     coreml_quantization: str = "keep",
+    cache: OrtCompileCache | None = None,
 ) -> CompiledArtifact:
+    """`cache`: where ONNX Runtime compiles are kept by the source's hash (a model compiled before
+    costs no ORT pass and no onnx import); None compiles every time."""
     if target.route == "torch":
         return _compile_torch_route(target, store, source, input_shapes or {}, coreml_precision)
     if target.runtime == "ort":
+        if cache is not None:
+            from ondevice_farm.compile.cache import compile_ort_cached
+
+            return compile_ort_cached(model_path, cache.source_sha256, target, store, cache.directory)
         from ondevice_farm.compile.ort import compile_ort
 
         return compile_ort(model_path, target, store)

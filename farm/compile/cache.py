@@ -10,6 +10,7 @@ distributions and their versions: another ORT optimises (and places) differently
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib import metadata
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile.report import CompiledArtifact, CompileReport, OpCountChange
-from ondevice_farm.model_cache import _write_atomically
+from ondevice_farm.model_cache import write_atomically
 from ondevice_farm.targets import Target
 
 #: bump when `compile_ort` or the report it writes changes: older entries are ignored
@@ -27,6 +28,7 @@ ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "
 SHIPPED_NAME = "model.onnx"
 
 
+@functools.cache
 def ort_identity() -> str:
     """e.g. `onnxruntime==1.32.0`: which ONNX Runtime would compile, without importing it."""
     found = []
@@ -54,7 +56,7 @@ def compile_ort_cached(
     from ondevice_farm.compile.ort import compile_ort
 
     compiled = compile_ort(model_path, target, store)
-    _write_atomically(entry, json.dumps({"sha256": compiled.sha256, "report": compiled.report.to_dict()}))
+    write_atomically(entry, json.dumps({"sha256": compiled.sha256, "report": compiled.report.to_dict()}))
     return compiled
 
 

@@ -17,8 +17,7 @@ import numpy as np
 
 from ondevice_farm.analysis.job import failed_document, job_document
 from ondevice_farm.artifacts import ArtifactStore
-from ondevice_farm.compile import compile_for_target
-from ondevice_farm.compile.cache import compile_ort_cached
+from ondevice_farm.compile import OrtCompileCache, compile_for_target
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import (
     FarmHome,
@@ -32,8 +31,6 @@ from ondevice_farm.controller.recording import RunRecorder, recorded_run
 from ondevice_farm.controller.results import run_store
 from ondevice_farm.controller.submission import (
     Prepared,
-    Progress,
-    SilentProgress,
     SubmitRequest,
     job_tolerance,
     prepare,
@@ -42,6 +39,7 @@ from ondevice_farm.controller.submission import (
 )
 from ondevice_farm.errors import FarmError
 from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.reference import reference_model_entry, reference_outputs
 from ondevice_farm.store import StoreLocation, new_run_id
 from ondevice_farm.targets import Target
@@ -66,12 +64,6 @@ def _compile_all(
     for target in sorted({t for _, t in prepared.plan}):
         progress.stage(f"compiling for {target}")
         try:
-            if target.runtime == "ort" and target.route != "torch":
-                # kept by source hash: a model compiled before costs no ORT pass and no onnx import
-                compiled[target] = compile_ort_cached(
-                    prepared.info.path, prepared.info.sha256, target, store, home.compiled
-                )
-                continue
             compiled[target] = compile_for_target(
                 prepared.info.path,
                 target,
@@ -80,6 +72,7 @@ def _compile_all(
                 coreml_precision=request.coreml_precision,
                 source=prepared.torch.checkpoint if prepared.torch is not None else None,
                 coreml_quantization=request.coreml_quantization,
+                cache=OrtCompileCache(home.compiled, prepared.info.sha256),
             )
         except FarmError as exc:
             compiled[target] = exc

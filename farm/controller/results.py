@@ -79,34 +79,14 @@ class ControllerResults:
             self._store.close()
 
 
-class ControllerStore:
-    """A submitter's stand-in for the controller's store: each call is one round trip."""
+class ForwardedStore:
+    """The store methods a run needs, each one `_call` to a store elsewhere: the controller's,
+    through Ray (`ControllerStore`) or over its submit API (`ondevice_farm.api.store_client`)."""
 
-    def __init__(self, fleet: Any, timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> None:
-        self.fleet = fleet
-        self.timeout_s = timeout_s
-        self.path = "the controller's store"
+    path: str
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        import ray
-
-        try:
-            return ray.get(self.fleet.store_call.remote(method, args, kwargs), timeout=self.timeout_s)
-        except FarmError:
-            raise
-        except Exception as exc:
-            from ray.exceptions import RayTaskError
-
-            from ondevice_farm.controller.ray_errors import to_farm_error
-
-            if isinstance(exc, RayTaskError) and isinstance(exc.cause, FarmError):
-                raise exc.cause from None  # the store's own error (no such run, ...), as raised
-            error = to_farm_error(exc)
-            raise SchedulingError(
-                f"lost the farm controller: {error}",
-                hint="its store keeps the jobs it wrote; restart `farm serve` (it marks this run "
-                "interrupted) and resubmit",
-            ) from None
+        raise NotImplementedError
 
     def start_run(self, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None) -> None:
         self._call("start_run", run_id, kind, document, suite=suite)
@@ -138,6 +118,36 @@ class ControllerStore:
     def job_counts(self, run_id: str) -> dict[str, int]:
         result: dict[str, int] = self._call("job_counts", run_id)
         return result
+
+
+class ControllerStore(ForwardedStore):
+    """A submitter's stand-in for the controller's store: each call is one round trip."""
+
+    def __init__(self, fleet: Any, timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> None:
+        self.fleet = fleet
+        self.timeout_s = timeout_s
+        self.path = "the controller's store"
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        import ray
+
+        try:
+            return ray.get(self.fleet.store_call.remote(method, args, kwargs), timeout=self.timeout_s)
+        except FarmError:
+            raise
+        except Exception as exc:
+            from ray.exceptions import RayTaskError
+
+            from ondevice_farm.controller.ray_errors import to_farm_error
+
+            if isinstance(exc, RayTaskError) and isinstance(exc.cause, FarmError):
+                raise exc.cause from None  # the store's own error (no such run, ...), as raised
+            error = to_farm_error(exc)
+            raise SchedulingError(
+                f"lost the farm controller: {error}",
+                hint="its store keeps the jobs it wrote; restart `farm serve` (it marks this run "
+                "interrupted) and resubmit",
+            ) from None
 
     def close(self) -> None:
         pass

@@ -7,7 +7,7 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,23 +35,6 @@ from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
 if TYPE_CHECKING:
     from ondevice_farm.torch_source.ingest import TorchSource
-
-
-class Progress(Protocol):
-    def stage(self, text: str) -> None: ...
-    def jobs_started(self, total: int) -> None: ...
-    def job_finished(self, job: dict[str, Any]) -> None: ...
-
-
-class SilentProgress:
-    def stage(self, text: str) -> None:
-        pass
-
-    def jobs_started(self, total: int) -> None:
-        pass
-
-    def job_finished(self, job: dict[str, Any]) -> None:
-        pass
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,6 @@ from ondevice_farm.controller.pipeline import check_requests, plan_model, prepar
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import RunStore, run_store
 from ondevice_farm.controller.submission import (
-    Progress,
-    SilentProgress,
     SubmitRequest,
     run_document,
     with_home_caches,
@@ -26,6 +24,7 @@ from ondevice_farm.controller.submission import (
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from ondevice_farm.nightly.suite import Suite
 from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.store import StoreLocation, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 

@@ -28,6 +28,7 @@ from ondevice_farm.api.wire import (
     error_event,
     error_from_event,
     event_line,
+    is_final,
 )
 from ondevice_farm.errors import FarmError, ReferenceCheckError, UsageError
 
@@ -195,8 +196,8 @@ def test_a_quiet_submission_sends_heartbeats(
 def test_a_submitter_gives_up_on_a_silent_controller(tmp_path: Path) -> None:
     """A controller that accepted and then says nothing (a network gone dark) is an error, in time."""
     from ondevice_farm.api.client import ApiTarget, submit_over_api
-    from ondevice_farm.controller.submission import SilentProgress
     from ondevice_farm.errors import SchedulingError
+    from ondevice_farm.progress import SilentProgress
 
     model = tmp_path / "m.onnx"
     model.write_bytes(b"not looked at")
@@ -226,3 +227,10 @@ def test_a_submitter_gives_up_on_a_silent_controller(tmp_path: Path) -> None:
     finally:
         listener.close()
     assert time.monotonic() - began < 5
+
+
+def test_the_stream_ends_at_done_or_error_and_nothing_else() -> None:
+    assert is_final(event_line(EVENT_DONE, document={"jobs": []}))
+    assert is_final(error_event(UsageError("bad")))
+    assert not is_final(event_line("job_finished", job={"event": "done"}))
+    assert not is_final(event_line("heartbeat"))

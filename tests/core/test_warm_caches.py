@@ -36,15 +36,24 @@ def test_the_dtype_table_holds_the_onnx_specs_numbers() -> None:
     assert OUTPUT_ONLY_DTYPES == {tp.STRING: "str"}
 
 
-def test_a_cached_description_equals_a_fresh_one_and_follows_the_path(model: Path, tmp_path: Path) -> None:
+def _must_not_recompute(*args: object, **kwargs: object) -> None:
+    raise AssertionError("served from the cache, this is not called")
+
+
+def test_a_cached_description_equals_a_fresh_one_and_follows_the_path(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "models"
     first = inspect_model_cached(model, cache)
     assert len(list(cache.glob("*.json"))) == 1
     moved = tmp_path / "elsewhere" / "renamed.onnx"
     moved.parent.mkdir()
     shutil.copy(model, moved)
-    again = inspect_model_cached(moved, cache)
-    assert again == inspect_model(moved)  # from the cache, under its new path and name
+    fresh = inspect_model(moved)
+    with monkeypatch.context() as patch:
+        patch.setattr("ondevice_farm.model_cache.inspect_model", _must_not_recompute)
+        again = inspect_model_cached(moved, cache)
+    assert again == fresh  # from the cache, under its new path and name
     assert first.sha256 == again.sha256 and again.name == "renamed"
 
 
@@ -65,7 +74,7 @@ def test_changed_bytes_are_inspected_again_and_a_bad_model_is_never_kept(model: 
 
 
 def test_a_cached_compile_equals_a_fresh_one_while_its_artifact_is_stored(
-    model: Path, tmp_path: Path
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = ArtifactStore(tmp_path / "artifacts")
     cache = tmp_path / "compiled"
@@ -74,7 +83,9 @@ def test_a_cached_compile_equals_a_fresh_one_while_its_artifact_is_stored(
     first = compile_ort_cached(model, sha, target, store, cache)
     (entry,) = cache.glob("*.json")
     assert "onnxruntime==" in entry.name
-    cached = compile_ort_cached(model, sha, target, store, cache)
+    with monkeypatch.context() as patch:
+        patch.setattr("ondevice_farm.compile.ort.compile_ort", _must_not_recompute)
+        cached = compile_ort_cached(model, sha, target, store, cache)
     fresh = compile_ort(model, target, store)
     assert cached.report.to_dict() == fresh.report.to_dict() == first.report.to_dict()
     assert cached.sha256 == fresh.sha256 and cached.path == fresh.path

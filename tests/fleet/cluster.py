@@ -62,6 +62,18 @@ def alive(pids: set[int]) -> set[int]:
     return left
 
 
+def descendants_running(root_pid: int, script: Path) -> set[int]:
+    """The pids below `root_pid` whose command line runs `script` (e.g. the host's session script)."""
+    found = set()
+    for child in psutil.Process(root_pid).children(recursive=True):
+        try:
+            if str(script) in child.cmdline():
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL a process we started and every process below it."""
     try:

@@ -90,14 +90,20 @@ def test_the_embedded_ray_listens_on_loopback_only(served: Served) -> None:
     assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1", "::1"}, listening
 
 
+def stranger_home(tmp_path: Path, token: str | None) -> Path:
+    """A HOME holding `token` as its Ray token, or none at all."""
+    home = tmp_path / "stranger"
+    (home / ".ray").mkdir(parents=True)
+    if token is not None:
+        (home / ".ray" / "auth_token").write_text(token)
+    return home
+
+
 @pytest.mark.parametrize("token", ["a-token-the-head-never-issued", None])
 def test_a_submitter_without_the_right_token_is_refused_at_once_in_one_line(
     served: Served, tmp_path: Path, tiny_model: Path, token: str | None
 ) -> None:
-    home = tmp_path / "stranger"
-    if token is not None:
-        (home / ".ray").mkdir(parents=True)
-        (home / ".ray" / "auth_token").write_text(token)
+    home = stranger_home(tmp_path, token)
     began = time.monotonic()
     done = submit(served, home, tmp_path / "farm", tiny_model)
     took_s = time.monotonic() - began
@@ -157,12 +163,7 @@ def test_a_submit_over_the_api_runs_on_the_controller_and_lands_in_its_store(
 def test_a_submitter_without_the_right_token_is_refused_by_the_api_in_one_line(
     served: Served, tmp_path: Path, tiny_model: Path, token: str | None
 ) -> None:
-    home = tmp_path / "stranger"
-    if token is not None:
-        (home / ".ray").mkdir(parents=True)
-        (home / ".ray" / "auth_token").write_text(token)
-    else:
-        home.mkdir()
+    home = stranger_home(tmp_path, token)
     runs_before = stored_run_ids(served)
     began = time.monotonic()
     done = api_submit(served, home, tmp_path / "farm", tiny_model)

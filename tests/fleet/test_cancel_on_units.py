@@ -8,6 +8,7 @@ job it names and leaves the next job alone.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,8 @@ from ondevice_farm.model import inspect_model
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import AgentSettings, RunRequest
 from ondevice_farm_agents.host.agent import SESSION_SCRIPT, HostAgent
-from tests.fleet.cluster import alive
+from tests.fleet.cluster import alive, descendants_running
+from tests.fleet.conftest import wait_for
 
 #: a cancel must end the job within this (the terminate flag ends the inference in flight; a
 #: killed process is reaped at once), even on a loaded two-core machine
@@ -46,14 +48,7 @@ def long_request(model: Path, **over: object) -> RunRequest:
 
 def session_processes() -> set[int]:
     """This test's own descendants that run the host's session script."""
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if str(SESSION_SCRIPT) in child.cmdline():
-                found.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return found
+    return descendants_running(os.getpid(), SESSION_SCRIPT)
 
 
 class InThread:
@@ -79,22 +74,13 @@ class InThread:
         return time.monotonic() - began
 
 
-def wait_for(predicate: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
 def test_a_cancel_kills_a_repeats_session_process_by_its_pid(tiny_model: Path) -> None:
     agent = HostAgent(AgentSettings())
     (unit, *_) = agent.discover()
     before = session_processes()
     job = InThread(lambda: agent.measure_session(unit, long_request(tiny_model, runs=10**9)))
     try:
-        wait_for(lambda: session_processes() - before, 60, "the repeat's session process")
+        wait_for(lambda: session_processes() - before, 60, "the repeat's session process", interval_s=0.05)
         running = session_processes() - before
         time.sleep(0.5)  # inside its timed runs, not starting up
         agent.cancel(unit)

@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from ondevice_farm_agents.host.agent import SESSION_SCRIPT
-from tests.fleet.cluster import kill_tree
+from tests.fleet.cluster import descendants_running, kill_tree
 from tests.fleet.conftest import only_loopback, wait_for
 from tests.fleet.serve import FARM, clean_env, farm_serve
 
@@ -73,14 +73,7 @@ class Served:
         return total() - first
 
     def session_processes(self) -> set[int]:
-        found = set()
-        for child in psutil.Process(self.process.pid).children(recursive=True):
-            try:
-                if str(SESSION_SCRIPT) in child.cmdline():
-                    found.add(child.pid)
-            except psutil.NoSuchProcess:
-                pass
-        return found
+        return descendants_running(self.process.pid, SESSION_SCRIPT)
 
     def run_status(self, run_id: str) -> str | None:
         with sqlite3.connect(self.farm_home / "results.sqlite") as db:
