@@ -10,6 +10,7 @@ abandoned).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -71,6 +72,33 @@ class RunRequest:
     sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
     #: ONNX name <-> the artifact's feature name (CoreML renames); None: the names are the ONNX ones
     io_names: IoNameMap | None = None
+    #: CPU cores the measured sessions are pinned to (host: the session process; the native
+    #: runner: `sched_setaffinity`); None: the OS places them. What was applied: `DeviceRun.controls`
+    cpu_affinity: tuple[int, ...] | None = None
+    #: ONNX Runtime's `session.intra_op.allow_spinning` (worker threads spin between ops); None:
+    #: the runtime's default (on)
+    allow_spinning: bool | None = None
+    #: measure this request (the candidate, B) interleaved with a baseline (A) on the same unit
+    paired: PairedPlan | None = None
+
+
+@dataclass(frozen=True)
+class PairedPlan:
+    """Rounds of A and B on one unit, each a fresh measurement session, in an order drawn at
+    random per round (Abedi & Brecht, "Conducting repeatable experiments in highly variable
+    cloud computing environments", ICPE 2017: randomized multiple interleaved trials).
+
+    `decided` gets the (A p50, B p50) pairs of the rounds so far after every round and says
+    whether the verdict is reached (a sequential test valid under that looking); it is a plain
+    module-level function or `functools.partial` of one, so it pickles to the unit's node."""
+
+    baseline: RunRequest
+    max_rounds: int
+    budget_s: float
+    seed: int
+    decided: Callable[[list[tuple[float, float]]], bool] | None = None
+    #: measure no fewer rounds than this before asking `decided`
+    min_rounds: int = 3
 
 
 @dataclass(frozen=True)
@@ -164,6 +192,30 @@ class EnergyEstimate:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class PairedRound:
+    """One round: which model ran first ("AB" or "BA") and each session's timed samples."""
+
+    order: str
+    baseline_samples_ms: list[float]
+    candidate_samples_ms: list[float]
+    started_at: float
+    finished_at: float
+
+
+@dataclass(frozen=True)
+class PairedTrace:
+    """What a paired job measured beside the candidate's own run (`RunRequest.paired`)."""
+
+    rounds: list[PairedRound]
+    seed: int
+    #: decided | max-rounds | budget
+    stopped: str
+    elapsed_s: float
+    #: the noise controls each session ran under (`DeviceRun.controls` of the sessions)
+    controls: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class DeviceRun:
     """What a unit measured. Times are in milliseconds, memory in bytes."""
@@ -209,6 +261,12 @@ class DeviceRun:
     #: resident set before the session), `rss_peak` (a whole runner process's VmHWM),
     #: `phys_footprint` (iOS), or "" where unknown
     peak_memory_kind: str = ""
+    #: the noise controls the runner applied, as it recorded them: `threads` (intra-op count or
+    #: "runtime default"), `affinity` (cores, "not pinned" or "not controllable"), `spinning`
+    #: ("on", "off", "runtime default" or "not controllable")
+    controls: dict[str, str] = field(default_factory=dict)
+    #: the interleaved rounds of a paired job (`RunRequest.paired`), None otherwise
+    paired: PairedTrace | None = None
 
 
 @dataclass(frozen=True)
@@ -262,6 +320,15 @@ class DeviceAgent(ABC):
         timed samples after its own first inference and warm-up. This default runs the whole job
         again without the profiled pass; platforms with a cheaper fresh session override it."""
         return self.run(unit, replace(request, profile_ops=False, repeats=1)).samples_ms
+
+    def session_controls(self, unit: DeviceUnit, request: RunRequest) -> dict[str, str]:
+        """The noise controls this agent's sessions of `request` run under, as `DeviceRun.controls`
+        records them. This default controls nothing: platforms that pin or set threads override it."""
+        return {
+            "threads": str(request.intra_op_threads) if request.intra_op_threads else "runtime default",
+            "affinity": "not controllable",
+            "spinning": "not controllable",
+        }
 
     @abstractmethod
     def health(self, unit: DeviceUnit) -> Health:

@@ -10,6 +10,7 @@ is the agent's own `run` (outputs, first inference, memory, per-op profile); eac
 from __future__ import annotations
 
 from ondevice_farm_agents.base import DeviceAgent, DeviceRun, DeviceUnit, RunRequest
+from ondevice_farm_agents.paired import attach_paired
 
 
 def run_repeats(agent: DeviceAgent, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
@@ -23,4 +24,6 @@ def run_repeats(agent: DeviceAgent, unit: DeviceUnit, request: RunRequest) -> De
         sessions.append(list(agent.measure_session(unit, request)))
     # a runner that reports only a summary (onnxruntime_perf_test) has no samples to keep
     run.repeat_samples_ms = sessions if all(sessions) else []
-    return run
+    if not run.controls:
+        run.controls = agent.session_controls(unit, request)
+    return attach_paired(agent, unit, run, request)

@@ -9,6 +9,7 @@ $FARM_AGENT_HOST_TELEMETRY_ROOT at the CLI), and the `host_energy_*` ones (`Host
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,25 @@ from ondevice_farm_agents.host.sustained import run_sustained
 from ondevice_farm_agents.host.telemetry import HostTelemetry
 
 NS_PER_MS = 1e6
+
+
+@contextlib.contextmanager
+def pinned(cpus: tuple[int, ...] | None) -> Iterator[None]:
+    """The calling thread pinned to `cpus` while the block runs (threads it starts inherit it)."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as exc:
+        raise UsageError(f"cannot pin to CPUs {','.join(map(str, cpus))}: {exc.strerror}") from None
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 #: `AgentSettings.extra` key: where the telemetry's `sys/` tree is (see the module docstring)
 TELEMETRY_ROOT = "host_telemetry_root"
 DEFAULT_TELEMETRY_ROOT = "/"
@@ -109,6 +130,9 @@ class HostAgent(DeviceAgent):
         options.log_severity_level = 3
         if request.intra_op_threads:
             options.intra_op_num_threads = request.intra_op_threads
+        if request.allow_spinning is not None:
+            value = "1" if request.allow_spinning else "0"
+            options.add_session_config_entry("session.intra_op.allow_spinning", value)
         if profile_dir is not None:
             options.enable_profiling = True
             options.profile_file_prefix = str(profile_dir / "profile")
@@ -133,7 +157,10 @@ class HostAgent(DeviceAgent):
         import onnxruntime as ort
 
         run_options = ort.RunOptions()
-        with self.cancellation.stoppable(unit.serial, lambda: setattr(run_options, "terminate", True)):
+        with (
+            self.cancellation.stoppable(unit.serial, lambda: setattr(run_options, "terminate", True)),
+            pinned(request.cpu_affinity),
+        ):
             try:
                 return self._run(unit, request, run_options)
             except Exception:
@@ -224,6 +251,8 @@ class HostAgent(DeviceAgent):
                 "warmup": request.warmup,
                 "runs": request.runs,
                 "threads": request.intra_op_threads,
+                "affinity": list(request.cpu_affinity) if request.cpu_affinity else None,
+                "spinning": request.allow_spinning,
             }
             stdout, stderr, returncode = self._session_process(unit, spec, request.timeout_s)
         if returncode != 0:
@@ -231,6 +260,22 @@ class HostAgent(DeviceAgent):
             reason = (stderr.strip().splitlines() or ["no message"])[-1]
             raise DeviceError(f"{unit.name}: a repeat's session failed: {reason}")
         return [float(v) for v in json.loads(stdout)["samples_ms"]]
+
+    def session_controls(self, unit: DeviceUnit, request: RunRequest) -> dict[str, str]:
+        """Threads and spinning are session options; affinity pins the session's process (a repeat)
+        or, for the job's first session in this process, the calling thread while it runs, which
+        ONNX Runtime's threads inherit when the session creates them."""
+        if request.target.backend == "cuda":
+            return super().session_controls(unit, request)
+        return {
+            "threads": str(request.intra_op_threads) if request.intra_op_threads else "runtime default",
+            "affinity": ",".join(map(str, request.cpu_affinity)) if request.cpu_affinity else "not pinned",
+            "spinning": (
+                "runtime default"
+                if request.allow_spinning is None
+                else ("on" if request.allow_spinning else "off")
+            ),
+        }
 
     def _session_process(
         self, unit: DeviceUnit, spec: dict[str, Any], timeout_s: float

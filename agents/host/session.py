@@ -6,8 +6,10 @@ state and CPU frequency history; in one long-lived process those are fixed for e
 the between-session spread would be hidden. It imports only numpy and onnxruntime (no farm), so
 a repeat costs the interpreter start and the session, nothing more.
 
-stdin: a JSON object {model, providers, inputs (an .npz path), warmup, runs, threads};
-stdout: a JSON object {samples_ms: [...], load_ms}.
+stdin: a JSON object {model, providers, inputs (an .npz path), warmup, runs, threads, and
+optionally affinity (CPU numbers the process is pinned to before ONNX Runtime starts a thread)
+and spinning (bool: ONNX Runtime's session.intra_op.allow_spinning)};
+stdout: a JSON object {samples_ms: [...], load_ms, affinity: the CPUs the process ran on}.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ NS_PER_MS = 1e6
 
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    import os
+
+    if spec.get("affinity"):
+        # before onnxruntime's import: every thread it starts inherits the mask
+        os.sched_setaffinity(0, [int(c) for c in spec["affinity"]])
     import numpy as np
     import onnxruntime as ort
 
@@ -31,6 +38,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     options.log_severity_level = 3
     if spec.get("threads"):
         options.intra_op_num_threads = int(spec["threads"])
+    if spec.get("spinning") is not None:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spec["spinning"] else "0")
     start = time.perf_counter_ns()
     session = ort.InferenceSession(spec["model"], options, providers=spec["providers"])
     load_ns = time.perf_counter_ns() - start
@@ -43,7 +52,11 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter_ns()
         session.run(names, inputs)
         samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
-    return {"samples_ms": samples, "load_ms": load_ns / NS_PER_MS}
+    return {
+        "samples_ms": samples,
+        "load_ms": load_ns / NS_PER_MS,
+        "affinity": sorted(os.sched_getaffinity(0)),
+    }
 
 
 def main() -> int:

@@ -86,12 +86,20 @@ class DeviceActorImpl:
             path = unpack_artifact(shipped, self.cache_dir)
         return dataclasses.replace(request, artifact=path)
 
-    def run_job(self, request: RunRequest, blob: Any = None, job_id: str | None = None) -> JobOnUnit:
+    def run_job(
+        self, request: RunRequest, blob: Any = None, job_id: str | None = None, baseline_blob: Any = None
+    ) -> JobOnUnit:
+        """`baseline_blob`: a paired job's baseline artifact (A), shipped as `blob` is."""
         with self._lock:
             self._job_id = job_id
             self.agent.begin_job(self.unit)
         try:
             request = self._local(request, blob)
+            if request.paired is not None:
+                baseline = self._local(request.paired.baseline, baseline_blob)
+                request = dataclasses.replace(
+                    request, paired=dataclasses.replace(request.paired, baseline=baseline)
+                )
             started_at = time.time()
             self.agent.prepare(self.unit, request)
             run = run_repeats(self.agent, self.unit, request)

@@ -319,7 +319,9 @@ class FleetActorImpl:
     def _start_ready(self) -> None:
         for job, slot in self.schedule.assign():
             began = time.perf_counter()
-            ref = slot.actor.run_job.remote(job.spec.request, job.spec.artifact_blob, job.spec.job_id)
+            ref = slot.actor.run_job.remote(
+                job.spec.request, job.spec.artifact_blob, job.spec.job_id, job.spec.baseline_blob
+            )
             self._send_s.append(time.perf_counter() - began)
             freed = self._freed_at.pop(slot.key, None)
             if freed is not None and slot.cooldown_s == 0:

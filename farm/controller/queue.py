@@ -29,6 +29,8 @@ class JobSpec:
     request: RunRequest
     #: ObjectRef of the artifact's bytes, for nodes that do not share the submitter's filesystem
     artifact_blob: Any = None
+    #: a paired job's baseline artifact (`RunRequest.paired`), shipped as `artifact_blob` is
+    baseline_blob: Any = None
     #: a guess of the job's duration (history, runs x latency); orders the queue longest first
     expected_s: float | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS

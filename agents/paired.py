@@ -1,0 +1,77 @@
+"""A paired job: the candidate's own run, then rounds of A and B interleaved on the same unit.
+
+Each round measures the baseline (A) and the candidate (B) in a fresh session each
+(`DeviceAgent.measure_session`: its own first inference, warm-up and timed runs), in an order
+drawn at random per round from the plan's seed and recorded. Drift that both sessions of a round
+share (a night's level, DVFS, thermal state) then cancels in their ratio; randomising the order
+keeps a systematic first/second effect (a warmer page cache, a clock still ramping) out of it
+(Abedi & Brecht, ICPE 2017). After every round the plan's `decided` sees the rounds' p50 pairs;
+the rounds stop when it says so, at `max_rounds`, or when the next round would overrun
+`budget_s` of unit time.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ondevice_farm_agents.base import (
+    DeviceAgent,
+    DeviceRun,
+    DeviceUnit,
+    PairedPlan,
+    PairedRound,
+    PairedTrace,
+    RunRequest,
+)
+
+
+def session_p50(samples_ms: list[float]) -> float:
+    return float(np.percentile(samples_ms, 50))
+
+
+def run_paired_rounds(
+    agent: DeviceAgent, unit: DeviceUnit, candidate: RunRequest, plan: PairedPlan
+) -> PairedTrace:
+    if plan.max_rounds < 1:
+        raise ValueError("a paired job needs at least one round")
+    rng = random.Random(plan.seed)
+    baseline = replace(plan.baseline, paired=None, profile_ops=False, repeats=1)
+    candidate = replace(candidate, paired=None, profile_ops=False, repeats=1)
+    began = time.monotonic()
+    rounds: list[PairedRound] = []
+    stopped = "max-rounds"
+    while len(rounds) < plan.max_rounds:
+        elapsed = time.monotonic() - began
+        if rounds and elapsed + elapsed / len(rounds) > plan.budget_s:
+            stopped = "budget"
+            break
+        order = "AB" if rng.random() < 0.5 else "BA"
+        started_at = time.time()
+        samples: dict[str, list[float]] = {}
+        for which in order:
+            agent.cancellation.check(unit.serial)
+            samples[which] = list(agent.measure_session(unit, baseline if which == "A" else candidate))
+        rounds.append(PairedRound(order, samples["A"], samples["B"], started_at, time.time()))
+        pairs = [(session_p50(r.baseline_samples_ms), session_p50(r.candidate_samples_ms)) for r in rounds]
+        if plan.decided is not None and len(rounds) >= plan.min_rounds and plan.decided(pairs):
+            stopped = "decided"
+            break
+    return PairedTrace(
+        rounds=rounds,
+        seed=plan.seed,
+        stopped=stopped,
+        elapsed_s=time.monotonic() - began,
+        controls=agent.session_controls(unit, candidate),
+    )
+
+
+def attach_paired(agent: DeviceAgent, unit: DeviceUnit, run: DeviceRun, request: RunRequest) -> DeviceRun:
+    """The candidate's run with its paired rounds, where the request asks for them."""
+    if request.paired is not None:
+        agent.prepare(unit, request.paired.baseline)
+        run.paired = run_paired_rounds(agent, unit, request, request.paired)
+    return run
