@@ -25,6 +25,7 @@ COMMANDS = {
     "agent": "ondevice_farm.cli.agent:agent",
     "serve": "ondevice_farm.cli.serve:serve",
     "nightly": "ondevice_farm.cli.nightly:nightly",
+    "compare": "ondevice_farm.cli.compare:compare",
 }
 
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ondevice_farm.torch_source.ingest import TorchSource
 
 
-def _compile_all(
+def compile_all(
     request: SubmitRequest, prepared: Prepared, home: FarmHome, progress: Progress
 ) -> dict[Target, CompiledArtifact | FarmError]:
     store = ArtifactStore(home.artifacts)
@@ -103,7 +103,7 @@ def plan_model(
     progress: Progress,
     expected_s: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> PlannedModel:
-    compiled = _compile_all(request, prepared, home, progress)
+    compiled = compile_all(request, prepared, home, progress)
     if prepared.torch is not None:
         # the checkpoint itself is the reference: the ONNX export's own error then shows in every job
         progress.stage(f"computing the host reference of {prepared.info.name} with PyTorch eager")
