@@ -42,6 +42,9 @@ class DeviceProfile:
     recognise: dict[str, tuple[str, ...]] = field(default_factory=dict)
     runner: dict[str, str] = field(default_factory=dict)
     thermal: ThermalLimits = field(default_factory=ThermalLimits)
+    #: the CPU numbers of the SoC's big and prime cores, as the kernel numbers them (cpu4..cpu8):
+    #: where a pinned measurement runs (the native Android runner's `--cpus`); () where unknown
+    performance_cores: tuple[int, ...] = ()
     source: Path | None = None
 
     def supports(self, target: Target) -> bool:
@@ -78,6 +81,24 @@ def _recognise(data: dict[str, Any], path: Path) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def _cores(data: dict[str, Any], path: Path, platform: str) -> tuple[int, ...]:
+    """`performance_cores`: a non-empty list of distinct CPU numbers; not on iOS, where no app pins."""
+    raw = _field(data, "performance_cores", list, path, required=False)
+    if raw is None:
+        return ()
+    if platform == "ios":
+        raise ProfileError(
+            f"{path}: field 'performance_cores' is not for ios: iOS lets no app pin itself to cores"
+        )
+    if not raw or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in raw):
+        raise ProfileError(
+            f"{path}: field 'performance_cores' must list CPU numbers, e.g. [4, 5, 6, 7], got {raw!r}"
+        )
+    if len(set(raw)) != len(raw):
+        raise ProfileError(f"{path}: field 'performance_cores' lists a CPU twice: {raw!r}")
+    return tuple(sorted(raw))
+
+
 def parse_profile(data: object, path: Path) -> DeviceProfile:
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a mapping of fields")
@@ -91,6 +112,7 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
         "recognise",
         "runner",
         "thermal",
+        "performance_cores",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -132,6 +154,7 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
         recognise=_recognise(data, path),
         runner=_string_map(data, "runner", path),
         thermal=thermal,
+        performance_cores=_cores(data, path, platform),
         source=path,
     )
 

@@ -10,6 +10,11 @@ pushed with its libonnxruntime.so; `runner.native_target` overrides the build ch
 `runner.qnn_lib_dir` and `runner.qnn_ep_library` name QNN's files on the unit), `farm-runner`
 (with `runner.python`, default python3) or `onnxruntime_perf_test` (with `runner.path`). Every
 kind takes `runner.options_<backend>`, e.g. `options_qnn: backend_path|libQnnHtp.so`.
+
+Noise controls (`RunRequest.cpu_affinity`, `allow_spinning`, `intra_op_threads`): the native
+runner applies all three and reports what it applied, which `DeviceRun.controls` and
+`session_controls` give back; onnxruntime_perf_test takes threads (`-x`) and spinning (`-C`), not
+affinity; the farm runner takes threads only.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ from ondevice_farm_agents.android.native_runner import (
     RUNNER_BINARY,
     NativeCommand,
     NativeRunner,
+    cpu_list,
     ep_options,
     find_build,
+    spinning_text,
 )
 from ondevice_farm_agents.android.perf_test import perf_test_options, provider_options
 from ondevice_farm_agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, CachedFile, PushCache, describe
@@ -88,6 +95,8 @@ class AndroidAgent(DeviceAgent):
         self._signer: Any = None
         self._connections: dict[str, AdbConnection] = {}
         self._staged: dict[tuple[str, str, str], StagedJob] = {}
+        #: the controls the native runner last reported applying, per (serial, sha256, target)
+        self._applied: dict[tuple[str, str, str], dict[str, str]] = {}
 
     # -- units -------------------------------------------------------------------------------
     def discover(self) -> list[DeviceUnit]:
@@ -198,6 +207,10 @@ class AndroidAgent(DeviceAgent):
                 result = perf_test.run(staged, request, job_dir)
         finally:
             self._cleanup(conn, job_dir)
+        if result.controls:
+            self._applied[key] = dict(result.controls)
+        else:
+            result.controls = self.session_controls(unit, request)
         if with_energy:
             result.energy = self._energy_outcome(kind, battery, result.energy)
         result.thermal_before = before if before.temperatures_c else None
@@ -207,6 +220,31 @@ class AndroidAgent(DeviceAgent):
             # The measurements are already here; a link lost now should not throw them away.
             result.notes.append(f"no thermal reading after the run: {exc}")
         return result
+
+    def session_controls(self, unit: DeviceUnit, request: RunRequest) -> dict[str, str]:
+        """What the native runner reported applying in the last session of `request` on `unit`,
+        else what each runner kind can apply of what `request` asks."""
+        applied = self._applied.get(self._key(unit, request))
+        if applied is not None:
+            return dict(applied)
+        kind = self._runner_kind(self._profile(unit))
+        threads = str(request.intra_op_threads) if request.intra_op_threads else "runtime default"
+        if kind == NATIVE:
+            cpus = cpu_list(request.cpu_affinity) if request.cpu_affinity else []
+            if cpus and not request.intra_op_threads:
+                threads = str(len(cpus))  # the runner's default when pinned: one per pinned CPU
+            return {
+                "threads": threads,
+                "affinity": ",".join(map(str, cpus)) if cpus else "not pinned",
+                "spinning": spinning_text(request.allow_spinning),
+            }
+        if kind == PERF_TEST:
+            return {
+                "threads": threads,
+                "affinity": "not controllable",
+                "spinning": spinning_text(request.allow_spinning),
+            }
+        return super().session_controls(unit, request)
 
     def _energy_outcome(
         self, kind: str, battery: BatteryState | None, measured: EnergyEstimate | None

@@ -6,6 +6,10 @@ its own; the command names that entry in `LD_LIBRARY_PATH`. Its contract, per jo
 `result.json` (timings, samples, output list, versions, peak memory and what that figure is),
 `outputs/<i>.npy` (first inference), `profile.json` (every profiled run; the host drops the cold
 first one), or `error.json` (`stage`, `error`) and a non-zero exit.
+
+Noise controls: `--cpus` pins the runner process (`sched_setaffinity`, before ONNX Runtime starts
+a thread) and `--allow-spinning 0|1` sets `session.intra_op.allow_spinning`; `result.json`'s
+`controls` says what was applied, read back from the kernel (`controls_from_result`).
 """
 
 from __future__ import annotations
@@ -120,6 +124,10 @@ class NativeRunner:
         args += ["--profile-runs", str(over.get("profile_runs", 0))]
         if request.intra_op_threads:
             args += ["--threads", str(request.intra_op_threads)]
+        if request.cpu_affinity:
+            args += ["--cpus", ",".join(str(c) for c in cpu_list(request.cpu_affinity))]
+        if request.allow_spinning is not None:
+            args += ["--allow-spinning", "1" if request.allow_spinning else "0"]
         if request.sustained_s > 0 and over.get("sustained", 1):
             args += [
                 "--sustained-s",
@@ -193,6 +201,13 @@ class NativeRunner:
                 run.energy = energy_estimate(data["energy"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise DeviceError(f"the native runner's energy section is malformed: {exc}") from exc
+        if isinstance(data.get("controls"), dict):
+            run.controls = controls_from_result(data["controls"], request)
+            if data["controls"].get("threads_source") == "one per pinned CPU":
+                run.notes.append(
+                    f"intra-op threads: {run.controls['threads']}, one per pinned CPU (ONNX Runtime's "
+                    "default count pins each worker to a core of its own, outside the mask)"
+                )
         if data.get("peak_memory_kind"):
             run.notes.append(f"peak memory: {data['peak_memory_kind']}")
         for skipped in data.get("outputs_skipped") or []:
@@ -235,6 +250,52 @@ class NativeRunner:
             return "every node runs on the accelerator (CPU fallback disabled: the probe passed)"
         reason = self._failure(probe_dir, result.output)[:300]
         return f"some nodes need the CPU: with CPU fallback disabled the runner failed {reason}"
+
+
+def cpu_list(cpus: tuple[int, ...]) -> list[int]:
+    """`RunRequest.cpu_affinity` checked: CPU numbers, none negative, sorted and unique."""
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in cpus):
+        raise UsageError(f"CPU affinity takes CPU numbers (0, 1, ...), not {list(cpus)}")
+    return sorted(set(cpus))
+
+
+def spinning_text(allow: bool | None) -> str:
+    return "runtime default" if allow is None else ("on" if allow else "off")
+
+
+def controls_from_result(reported: dict[str, Any], request: RunRequest) -> dict[str, str]:
+    """`DeviceRun.controls` from result.json's `controls`: what the runner read back, not what was
+    asked. An affinity the runtime's own threads escaped is said beside the main thread's mask."""
+
+    def cpus(key: str) -> list[int]:
+        value = reported.get(key)
+        if not isinstance(value, list) or not all(
+            isinstance(c, int) and not isinstance(c, bool) for c in value
+        ):
+            raise DeviceError(f"the native runner's controls have no valid {key!r}")
+        return value
+
+    threads = reported.get("threads")
+    affinity, workers = cpus("affinity"), cpus("threads_affinity")
+    if reported.get("cpus_requested") is None:
+        pinned = "not pinned"
+    else:
+        pinned = ",".join(map(str, affinity))
+        if workers != affinity:
+            pinned += f" (the runtime's threads ran on {','.join(map(str, workers))})"
+    spinning = reported.get("allow_spinning")
+    if spinning is not None and not isinstance(spinning, bool):
+        raise DeviceError("the native runner's controls have no valid 'allow_spinning'")
+    if spinning != request.allow_spinning:
+        raise DeviceError(
+            f"the native runner applied spinning {spinning_text(spinning)}, "
+            f"{spinning_text(request.allow_spinning)} was asked (an older build?)"
+        )
+    return {
+        "threads": str(threads) if isinstance(threads, int) and threads > 0 else "runtime default",
+        "affinity": pinned,
+        "spinning": spinning_text(spinning),
+    }
 
 
 def runner_label(data: dict[str, Any]) -> str:

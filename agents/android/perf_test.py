@@ -16,6 +16,9 @@ from ondevice_farm.targets import Target
 #: farm backend -> perf_test's `-e` value
 EXECUTION_PROVIDERS = {"cpu": "cpu", "xnnpack": "xnnpack", "nnapi": "nnapi", "qnn": "qnn"}
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback|1"
+#: perf_test's `-C` takes session config entries (`key|value`, space-separated, in one argument);
+#: its own `-D` only turns spinning off, so the farm names the entry for both values
+ALLOW_SPINNING = "session.intra_op.allow_spinning"
 _OPTION = re.compile(r"^[A-Za-z0-9_.:/-]+\|[A-Za-z0-9_.:/-]+$")
 
 _SECONDS = {"s": 1000.0, "sec": 1000.0, "ms": 1.0}
@@ -92,6 +95,7 @@ def command_line(
     threads: int | None = None,
     profile_prefix: str | None = None,
     disable_cpu_fallback: bool = False,
+    allow_spinning: bool | None = None,
 ) -> list[str]:
     """perf_test's argv for one job (to be shell-quoted by the caller)."""
     if target.runtime != "ort" or target.backend not in EXECUTION_PROVIDERS:
@@ -103,7 +107,12 @@ def command_line(
         args += ["-x", str(threads)]
     if profile_prefix:
         args += ["-p", profile_prefix]
+    config = []
+    if allow_spinning is not None:
+        config.append(f"{ALLOW_SPINNING}|{int(allow_spinning)}")
     if disable_cpu_fallback:
-        args += ["-C", DISABLE_CPU_FALLBACK]
+        config.append(DISABLE_CPU_FALLBACK)
+    if config:
+        args += ["-C", " ".join(config)]
     args.append(model)
     return args

@@ -195,6 +195,7 @@ class PerfTestRunner:
                 runs,
                 options=self.options,
                 threads=request.intra_op_threads,
+                allow_spinning=request.allow_spinning,
                 **extra,
             )
 

@@ -215,12 +215,18 @@ class IosAgent(DeviceAgent):
             cancelled=lambda: self.cancellation.cancelled(unit.serial),
         )
         run = _device_run(outcome)
+        run.controls = self.session_controls(unit, request)
         if sampler is not None:
             result = outcome.result
             run.energy = energy_from_log(
                 sampler.log, result.active_span_unix_s, result.active_inferences, self.energy.sample_s
             )
         return run
+
+    def session_controls(self, unit: DeviceUnit, request: RunRequest) -> dict[str, str]:
+        """CoreML takes no thread count and no spinning setting, and iOS lets no app pin itself
+        to cores (the scheduler alone places threads on performance or efficiency cores)."""
+        return {"threads": "not controllable", "affinity": "not controllable", "spinning": "not controllable"}
 
     def health(self, unit: DeviceUnit) -> Health:
         try:

@@ -1,5 +1,7 @@
 #include "args.h"
 
+#include "affinity.h"
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -38,6 +40,7 @@ const char* usage() {
   return "usage: farm_native_runner --model M.onnx --out DIR [--input NAME=FILE.npy]...\n"
          "       [--ep cpu|xnnpack|nnapi|qnn] [--ep-option KEY=VALUE]... [--ep-library LIB.so]\n"
          "       [--disable-cpu-fallback] [--warmup N] [--runs N] [--profile-runs N] [--threads N]\n"
+         "       [--cpus LIST (e.g. 4-7 or 4,5,6,7)] [--allow-spinning 0|1]\n"
          "       [--sustained-s SECONDS [--window-s SECONDS] [--devfreq-dir DIR]]\n"
          "       [--battery-dir DIR [--energy-idle-s S] [--energy-min-active-s S] [--energy-sample-ms MS]\n"
          "        [--energy-settle-s S]]\n"
@@ -68,6 +71,11 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--runs") o.runs = to_count(flag, value);
     else if (flag == "--profile-runs") o.profile_runs = to_count(flag, value);
     else if (flag == "--threads") o.threads = to_count(flag, value);
+    else if (flag == "--cpus") o.cpus = parse_cpu_list(value);
+    else if (flag == "--allow-spinning") {
+      if (value != "0" && value != "1") throw std::runtime_error("--allow-spinning takes 0 or 1, not '" + value + "'");
+      o.allow_spinning = value == "1" ? 1 : 0;
+    }
     else if (flag == "--sustained-s") o.sustained_s = to_seconds(flag, value);
     else if (flag == "--window-s") o.window_s = to_seconds(flag, value);
     else if (flag == "--devfreq-dir") o.devfreq_dir = value;
@@ -80,6 +88,10 @@ Options parse_args(int argc, char** argv) {
   }
   if (o.version_only) return o;
   if (o.model.empty() || o.out_dir.empty()) throw std::runtime_error("--model and --out are required");
+  if (o.threads == 0 && !o.cpus.empty()) {
+    o.threads = static_cast<int>(o.cpus.size());
+    o.threads_from_cpus = true;
+  }
   if (o.runs < 1) throw std::runtime_error("--runs must be at least 1");
   if (o.sustained_s > 0 && o.window_s <= 0) throw std::runtime_error("--window-s must be positive");
   if (!o.battery_dir.empty() && (o.energy_sample_ms < 1 || o.energy_idle_s <= 0)) {

@@ -24,6 +24,13 @@ struct Options {
   //: profiled runs in a separate session; the first of them is the cold one the host leaves out
   int profile_runs = 0;
   int threads = 0;
+  //: pin the process to these CPUs before ONNX Runtime starts a thread (empty: the OS places it)
+  std::vector<int> cpus;
+  //: session.intra_op.allow_spinning: 0 or 1 (-1: the runtime's default, which is on)
+  int allow_spinning = -1;
+  //: --threads was not given but --cpus was: threads is one per pinned CPU. ONNX Runtime's default
+  //: count pins each of its workers to a core of its own choosing, outside the mask as often as not.
+  bool threads_from_cpus = false;
   //: after the timed runs, run back to back for this long, in windows of window_s (0: no phase)
   double sustained_s = 0;
   double window_s = 5;

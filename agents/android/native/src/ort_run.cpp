@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "affinity.h"
 #include "energy.h"
 #include "json.h"
 #include "memory.h"
@@ -88,6 +89,10 @@ Session open_session(const Ort& ort, OrtEnv* env, const Options& o, const std::s
   Session s{Owned<OrtSessionOptions>(raw, Released{ort.api}), Owned<OrtSession>(nullptr, Released{ort.api})};
   ort.check(ort.api->SetSessionGraphOptimizationLevel(raw, ORT_ENABLE_ALL), "setting the optimisation level");
   if (o.threads > 0) ort.check(ort.api->SetIntraOpNumThreads(raw, o.threads), "setting threads");
+  if (o.allow_spinning >= 0) {
+    ort.check(ort.api->AddSessionConfigEntry(raw, "session.intra_op.allow_spinning", o.allow_spinning ? "1" : "0"),
+              "setting session.intra_op.allow_spinning");
+  }
   if (!profile_prefix.empty()) ort.check(ort.api->EnableProfiling(raw, profile_prefix.c_str()), "enabling profiling");
   append_provider(ort, env, raw, o);
   OrtSession* session = nullptr;
@@ -246,9 +251,41 @@ Ort init_ort() {
   return ort;
 }
 
+std::vector<int64_t> wide(const std::vector<int>& cpus) { return std::vector<int64_t>(cpus.begin(), cpus.end()); }
+
+// What the runner applied, as it read it back: the main thread's mask and the union of every
+// thread's (read while the timed session and its thread pool were alive).
+JsonObject controls_json(const Options& o, const std::vector<int>& affinity, const std::vector<int>& threads_mask) {
+  JsonObject c;
+  if (o.threads > 0) {
+    c.add("threads", o.threads);
+  } else {
+    c.add_null("threads");
+  }
+  c.add("threads_source", o.threads_from_cpus ? "one per pinned CPU" : o.threads > 0 ? "asked" : "runtime default");
+  if (o.cpus.empty()) {
+    c.add_null("cpus_requested");
+  } else {
+    c.add("cpus_requested", wide(o.cpus));
+  }
+  c.add("affinity", wide(affinity)).add("threads_affinity", wide(threads_mask)).add("online_cpus", online_cpus());
+  if (o.allow_spinning >= 0) {
+    c.add("allow_spinning", o.allow_spinning == 1);
+  } else {
+    c.add_null("allow_spinning");
+  }
+  return c;
+}
+
 void measure(const Ort& ort, const Options& o) {
   std::string stage = "setup";
   try {
+    if (!o.cpus.empty()) {
+      // before ONNX Runtime starts a thread: every thread it starts inherits the mask
+      stage = "affinity";
+      pin_process(o.cpus);
+      stage = "setup";
+    }
     OrtEnv* raw_env = nullptr;
     ort.check(ort.api->CreateEnv(ORT_LOGGING_LEVEL_ERROR, "farm", &raw_env), "creating the environment");
     Owned<OrtEnv> env(raw_env, Released{ort.api});
@@ -305,6 +342,9 @@ void measure(const Ort& ort, const Options& o) {
       energy.end_active(o.runs + extra, o.runs);
     }
     const int64_t hwm = status_bytes("VmHWM");
+    // read while the timed session's thread pool is alive
+    const std::vector<int> affinity = current_affinity();
+    const std::vector<int> threads_mask = process_threads_affinity();
 
     JsonObject sustained;
     if (o.sustained_s > 0) {
@@ -367,6 +407,7 @@ void measure(const Ort& ort, const Options& o) {
                "resident set high-water mark (VmHWM) minus resident set (VmRSS) just before the session "
                "was created, from /proc/self/status: load, first inference, warm-up and timed runs; "
                "the profiled pass is not included");
+    result.add("controls", controls_json(o, affinity, threads_mask));
     if (o.profile_runs > 0) result.add("profile", profile);
     if (o.sustained_s > 0) result.add("sustained", sustained);
     if (energy.asked()) result.add("energy", energy.json());
