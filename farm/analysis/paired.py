@@ -34,8 +34,9 @@ from ondevice_farm.analysis.student_t import t_quantile, t_sf
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.03
-#: looks before this many rounds are not made (alpha_n is spent from here on)
-DEFAULT_MIN_ROUNDS = 3
+#: looks before this many rounds are not made (alpha_n is spent from here on): a t interval on
+#: two or three rounds leans on a spread estimated from almost nothing
+DEFAULT_MIN_ROUNDS = 5
 #: a standard error of the mean log ratio is never taken below this (0.01%): identical figures
 #: (a deterministic simulated unit) still give an interval, not a division by zero
 MIN_STANDARD_ERROR = 1e-4
@@ -182,16 +183,13 @@ def decided(pairs: list[tuple[float, float]], policy: PairedPolicy) -> bool:
 
 def rounds_to_decide(verdict: PairedVerdict, policy: PairedPolicy) -> int | None:
     """At the rounds' current ratio and spread, the total rounds after which the interval would
-    be narrow enough to decide (None: not within `MAX_PROJECTED_ROUNDS`, e.g. a ratio right on
-    the `min_effect` boundary). A projection for the user, not a promise."""
+    be narrow enough to decide (None: not within `MAX_PROJECTED_ROUNDS`: a ratio just inside the
+    `min_effect` bound with a wide spread). A projection for the user, not a promise."""
     mean, sd = math.log(verdict.ratio), verdict.sd_log_ratio
-    bound = math.log1p(policy.min_effect)
     n = max(verdict.rounds + 1, policy.min_rounds)
     while n <= MAX_PROJECTED_ROUNDS:
         lo, hi = _interval(mean, sd, n, policy.look_alpha(n))
         if classify(mean, lo, hi, policy.min_effect) != "inconclusive":
             return n
-        if abs(abs(mean) - bound) < 1e-9:
-            return None
         n = n + 1 if n < 100 else int(n * 1.05)
     return None

@@ -21,6 +21,7 @@ from typing import Any
 from ondevice_farm.analysis.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
+    DEFAULT_MIN_ROUNDS,
     METHOD,
     PairedPolicy,
     decided,
@@ -76,8 +77,11 @@ class CompareRequest:
     order_seed: int | None = None
 
     def check(self) -> None:
-        if self.max_rounds < 3:
-            raise UsageError("--max-rounds must be at least 3 (the test's first look is after round 3)")
+        if self.max_rounds < DEFAULT_MIN_ROUNDS:
+            raise UsageError(
+                f"--max-rounds must be at least {DEFAULT_MIN_ROUNDS} (the test's first look is after "
+                f"round {DEFAULT_MIN_ROUNDS})"
+            )
         if self.budget_s <= 0:
             raise UsageError("--budget must be positive")
         if not 0.0 < self.alpha < 0.5:

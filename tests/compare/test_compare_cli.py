@@ -1,0 +1,129 @@
+"""`farm compare` on the host, for real: sessions in fresh processes, interleaved on one unit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..core.conftest import farm, farm_process
+from .conftest import matmul_chain
+
+# a round is two fresh processes; these keep the whole file within about a minute
+FAST = ("--runs", "15", "--warmup", "2")
+
+
+def test_a_model_twice_as_slow_is_slower_and_exits_1(tmp_path: Path) -> None:
+    """The real entry point: B does twice A's work, so every round says so, within the first looks."""
+    home = tmp_path / "home"
+    a = matmul_chain(tmp_path / "a.onnx", 6)
+    b = matmul_chain(tmp_path / "b.onnx", 12)
+    html = tmp_path / "c.html"
+    markdown = tmp_path / "c.md"
+    done = farm_process(
+        home,
+        "compare",
+        str(a),
+        str(b),
+        "-d",
+        "host-cpu",
+        *FAST,
+        "--max-rounds",
+        "12",
+        "--order-seed",
+        "5",
+        "--json",
+        "--html",
+        str(html),
+        "--markdown",
+        str(markdown),
+        timeout_s=240,
+    )
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    [pair] = document["comparisons"]
+    assert pair["verdict"] == "slower"
+    assert pair["ratio"] > 1.4 and pair["interval"][0] > 1.0
+    assert pair["stopped"] == "decided" and 5 <= pair["rounds"] <= 12
+    assert pair["method"].startswith("paired t")
+    assert pair["settings"]["threads"] == "1"
+    assert pair["settings"]["affinity"] not in ("", "not controllable")
+    assert pair["first"]["A"] + pair["first"]["B"] == pair["rounds"]
+    orders = [r["order"] for r in pair["round_details"]]
+    assert set(orders) <= {"AB", "BA"}
+    assert document["settings"]["order_seed"] == 5
+    assert all(r["candidate_p50_ms"] > r["baseline_p50_ms"] for r in pair["round_details"])
+    assert "slower" in markdown.read_text()
+    page = html.read_text()
+    assert page.count('class="round"') == pair["rounds"]
+
+
+def test_the_same_model_twice_is_never_slower(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    a = matmul_chain(tmp_path / "a.onnx", 6)
+    result = farm(home, "compare", str(a), str(a), *FAST, "--max-rounds", "8", "--json")
+    assert result.exit_code == 0, result.stderr
+    [pair] = json.loads(result.stdout)["comparisons"]
+    assert pair["verdict"] in ("same", "inconclusive")
+    if pair["verdict"] == "inconclusive":
+        assert pair["to_decide"]["rounds"] is None or pair["to_decide"]["rounds"] > 8
+
+
+def test_order_is_drawn_from_the_seed(tmp_path: Path) -> None:
+    """The same --order-seed gives the same orders: a compare can be re-run as it was."""
+    home = tmp_path / "home"
+    a = matmul_chain(tmp_path / "a.onnx", 2)
+    orders = []
+    for _ in range(2):
+        result = farm(
+            home,
+            "compare",
+            str(a),
+            str(a),
+            "--runs",
+            "3",
+            "--warmup",
+            "0",
+            "--max-rounds",
+            "6",
+            "--min-effect",
+            "0",
+            "--order-seed",
+            "123",
+            "--json",
+        )
+        assert result.exit_code == 0, result.stderr
+        orders.append([r["order"] for r in json.loads(result.stdout)["comparisons"][0]["round_details"]])
+    assert orders[0] == orders[1] and len(orders[0]) == 6
+
+
+def test_different_inputs_are_refused_in_one_line_writing_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    a = matmul_chain(tmp_path / "a.onnx", 2, width=64)
+    b = matmul_chain(tmp_path / "b.onnx", 2, width=96)
+    html = tmp_path / "c.html"
+    result = farm(home, "compare", str(a), str(b), "--html", str(html))
+    assert result.exit_code == 2
+    assert "different inputs" in result.stderr and len(result.stderr.strip().splitlines()) <= 2
+    assert result.stdout == "" and not html.exists()
+    for bad in (("--max-rounds", "2"), ("--pin", "x"), ("--threads", "0"), ("--budget", "soon")):
+        result = farm(home, "compare", str(a), str(a), *bad)
+        assert result.exit_code == 2, (bad, result.stderr)
+    result = farm(home, "compare", "run:nope", str(a))
+    assert result.exit_code != 0 and "nope" in result.stderr
+
+
+def test_a_stored_run_is_a_baseline(tmp_path: Path) -> None:
+    """run:RUN_ID compares against the model a stored run measured (kept by hash in the farm
+    directory), even after the user's copy has changed."""
+    home = tmp_path / "home"
+    a = matmul_chain(tmp_path / "model.onnx", 4)
+    submitted = farm(home, "submit", str(a), "--runs", "5", "--no-profile", "--json")
+    assert submitted.exit_code == 0, submitted.stderr
+    run_id = json.loads(submitted.stdout)["run_id"]
+    matmul_chain(a, 8)  # the file the user has now is another model
+    result = farm(home, "compare", f"run:{run_id[:8]}", str(a), *FAST, "--max-rounds", "10", "--json")
+    assert result.exit_code == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert document["baseline"]["run_id"] == run_id
+    assert document["baseline"]["sha256"] != document["candidate"]["sha256"]
+    assert document["comparisons"][0]["verdict"] == "slower"
