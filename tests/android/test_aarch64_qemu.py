@@ -1,5 +1,6 @@
 """The runner cross-built for aarch64 (Debian's g++-aarch64-linux-gnu, the aarch64 onnxruntime
-wheel's library) and run under qemu-user: its outputs match the host's onnxruntime.
+wheel's library) and run under qemu-user: its outputs match the host's onnxruntime, and it pins
+itself to the core it is given (qemu-user passes sched_setaffinity through to this kernel).
 
 Bounded: the build is cached in build/native, the model is the small MatMul one, and qemu runs
 it a handful of times (tinynet takes seconds per inference under emulation).
@@ -59,11 +60,12 @@ def test_the_aarch64_build_under_qemu_matches_the_host_reference(
     out.mkdir()
     env = {**os.environ, "QEMU_LD_PREFIX": str(AARCH64_SYSROOT)}
     cpuinfo = _fake_cpuinfo(tmp_path / "cpuinfo")
+    core = max(os.sched_getaffinity(0))
     done = subprocess.run(
         [
             QEMU, "-E", f"LD_PRELOAD={shim}", "-E", f"FARM_FAKE_CPUINFO={cpuinfo}", str(runner.binary),
             "--model", str(model), "--out", str(out), "--input", f"{name}={tmp_path / 'x.npy'}",
-            "--warmup", "1", "--runs", "3", "--profile-runs", "2",
+            "--warmup", "1", "--runs", "3", "--profile-runs", "2", "--cpus", str(core),
         ],
         capture_output=True, text=True, timeout=QEMU_TIMEOUT_S, env=env, check=False,
     )  # fmt: skip
@@ -71,6 +73,10 @@ def test_the_aarch64_build_under_qemu_matches_the_host_reference(
     result = json.loads((out / "result.json").read_text())
     assert result["ort_version"] == "1.28.0" and result["ort_api_version"] == 28
     assert len(result["samples_ms"]) == 3
+    # the runner's own threads; `threads_affinity` also counts qemu-user's helper thread, which
+    # started before the runner pinned itself, so it is left out here
+    assert result["controls"]["cpus_requested"] == result["controls"]["affinity"] == [core]
+    assert result["controls"]["threads"] == 1
     (expected,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, inputs)
     got = np.load(out / result["outputs"][0]["file"], allow_pickle=False)
     # another CPU's kernels (NEON vs AVX) may round differently in the last bits
