@@ -18,7 +18,7 @@ from ondevice_farm.compile.placement import CPU_PROVIDERS
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.errors import DeviceError
 from ondevice_farm.targets import Target
-from ondevice_farm_agents.base import DeviceRun, OpTiming, Thermal
+from ondevice_farm_agents.base import DeviceRun, OpTiming, PairedTrace, Thermal
 
 BYTES_PER_MB = 1024 * 1024
 #: trace event args worth keeping; ORT adds per-thread scheduling stats we do not use
@@ -218,11 +218,34 @@ def job_document(
         warm_load_ms=run.warm_load_ms,
         warm_load_method=run.warm_load_method or None,
     )
+    if run.controls:
+        document["controls"] = dict(run.controls)
+    if run.paired is not None:
+        document["paired"] = paired_document(run.paired)
     if run.sustained is not None:
         document["sustained"] = sustained_document(run.sustained)
     if run.energy is not None:
         document["energy"] = energy_document(run.energy)
     return document
+
+
+def paired_document(trace: PairedTrace) -> dict[str, Any]:
+    """A paired job's rounds as stored: order and each session's p50 (measured), per round."""
+    return {
+        "seed": trace.seed,
+        "stopped": trace.stopped,
+        "elapsed_s": trace.elapsed_s,
+        "controls": dict(trace.controls),
+        "rounds": [
+            {
+                "order": r.order,
+                "baseline_p50_ms": float(np.percentile(r.baseline_samples_ms, 50)),
+                "candidate_p50_ms": float(np.percentile(r.candidate_samples_ms, 50)),
+                "started_at": r.started_at,
+            }
+            for r in trace.rounds
+        ],
+    }
 
 
 def failed_document(base: dict[str, Any], error: str, error_type: str) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ondevice_farm.analysis.multiple import benjamini_hochberg
+from ondevice_farm.analysis.paired import METHOD as PAIRED_METHOD
+from ondevice_farm.analysis.paired import PairedPolicy, PairedVerdict, judge
 from ondevice_farm.analysis.regression import (
     Finding,
     RegressionPolicy,
@@ -59,6 +61,10 @@ class JobComparison:
     p50: float | None = None
     #: what the session-level test compares, where the latency can be compared
     case: LatencyCase | None = None
+    #: which test judged the latency: "paired" (the artifact changed: its last good artifact ran
+    #: interleaved with it tonight), "history" (the session-level test), "" (none)
+    judged_by: str = ""
+    paired: PairedVerdict | None = None
 
     @property
     def regression(self) -> bool:
@@ -84,6 +90,8 @@ class JobComparison:
             "reason": self.reason or None,
             "p50": self.p50,
             "latency": latency,
+            "judged_by": self.judged_by or None,
+            "paired": None if self.paired is None else self.paired.to_dict(),
             "diagnostic": self.diagnostic,
             "findings": [f.to_dict() for f in self.findings],
         }
@@ -107,6 +115,7 @@ class Comparison:
                 "test": "session-level Welch t on log session p50s with run-to-run drift from the history "
                 "(Kalibera & Jones 2013)",
                 "error_control": "benjamini-hochberg",
+                "paired_test": PAIRED_METHOD + " (jobs whose artifact changed)",
                 "alpha": self.policy.alpha,
                 "min_effect": self.policy.min_effect,
                 "confidence": self.policy.confidence,
@@ -154,6 +163,14 @@ def _compare_one(
     entry = JobComparison(key, "compared", baseline_run=baseline_run)
     entry.findings = numeric_findings(old, now, policy) + placement_findings(old, now)
     entry.diagnostic = _diagnostic(old, now, policy)
+    rounds = (now.get("paired") or {}).get("rounds") or []
+    if rounds and now.get("paired_baseline"):
+        settings = now["paired_baseline"]
+        pairs = [(r["baseline_p50_ms"], r["candidate_p50_ms"]) for r in rounds]
+        entry.paired = judge(pairs, PairedPolicy(settings["alpha"], settings["min_effect"]))
+        entry.judged_by = "paired"
+        entry.baseline_run = settings.get("run_id") or baseline_run
+        return entry
     if not _has_latency(now) or not _has_latency(old):
         entry.reason = "no samples" if not _has_latency(now) else "no samples in the baseline"
         return entry
@@ -200,10 +217,14 @@ def _judge(jobs: list[JobComparison], policy: RegressionPolicy) -> None:
     faster = benjamini_hochberg([j.latency.p_faster for j in compared if j.latency is not None])
     for entry, p_slow, p_fast in zip(compared, slower, faster, strict=True):
         entry.p_adjusted, entry.p_faster_adjusted = p_slow, p_fast
+    for entry in compared:
+        entry.judged_by = "history"
     for entry in jobs:
         latency = entry.latency
         if entry.status in ("failed", "missing"):
             entry.verdict = entry.status
+        elif entry.paired is not None:
+            _paired_verdict(entry)
         elif latency is None or entry.p_adjusted is None or entry.p_faster_adjusted is None or entry.reason:
             entry.verdict = "not compared"
         else:
@@ -216,6 +237,25 @@ def _judge(jobs: list[JobComparison], policy: RegressionPolicy) -> None:
             f.regression for f in entry.findings
         ):
             entry.verdict = "regressed"
+
+
+def _paired_verdict(entry: JobComparison) -> None:
+    paired = entry.paired
+    assert paired is not None
+    entry.verdict = {"slower": "regressed", "faster": "improved", "same": "unchanged"}.get(
+        paired.verdict, "inconclusive"
+    )
+    what = (
+        f"p50 {paired.baseline_p50_ms:.3f} -> {paired.candidate_p50_ms:.3f} ms "
+        f"({(paired.ratio - 1) * 100:+.1f}%; interval {paired.ci_low:.3f}-{paired.ci_high:.3f}x over "
+        f"{paired.rounds} interleaved rounds with the last good artifact, paired test: {paired.verdict})"
+    )
+    if entry.verdict in ("regressed", "improved"):
+        entry.findings.insert(0, Finding("latency", what, entry.verdict == "regressed", paired.to_dict()))
+    else:
+        entry.reason = what
+    if entry.verdict != "regressed" and any(f.regression for f in entry.findings):
+        entry.verdict = "regressed"
 
 
 def _latency_finding(

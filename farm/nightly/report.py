@@ -27,6 +27,7 @@ VERDICT_STYLE = {
     "improved": "green",
     "unchanged": "",
     "not compared": "yellow",
+    "inconclusive": "yellow",
 }
 
 
@@ -42,7 +43,16 @@ def row(entry: JobComparison) -> str:
     """One job's line of the table (plain text, no markup)."""
     model = _name(entry.key[0])
     latency = entry.latency
-    if latency is None:
+    if entry.paired is not None:
+        paired = entry.paired
+        cells = (
+            _ms(paired.baseline_p50_ms),
+            _ms(paired.candidate_p50_ms),
+            f"{(paired.ratio - 1) * 100:+.1f}%",
+            f"{paired.ci_low:.2f}-{paired.ci_high:.2f}x",
+            "paired",
+        )
+    elif latency is None:
         cells = ("-", "-" if entry.p50 is None else _ms(entry.p50), "-", "-", "-")
     else:
         cells = (
@@ -86,10 +96,17 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
             console.print(escape(line), highlight=False)
     policy = comparison.policy
     judged = sum(1 for e in comparison.jobs if e.p_adjusted is not None)
+    paired = sum(1 for e in comparison.jobs if e.paired is not None)
     method = (
-        f"session-level test, {judged} of {len(comparison.jobs)} job(s) judged; Benjamini-Hochberg at "
-        f"{policy.alpha:g}; a regression is also at least {policy.min_effect:.0%} slower"
+        f"session-level test against history, {judged} of {len(comparison.jobs)} job(s) judged; "
+        f"Benjamini-Hochberg at {policy.alpha:g}; a regression is also at least {policy.min_effect:.0%} "
+        "slower"
     )
+    if paired:
+        method += (
+            f"; {paired} changed job(s) judged by the paired test against their last good artifact "
+            "run interleaved tonight (Bonferroni across them)"
+        )
     for line in textwrap.wrap(method, WIDTH):
         console.print(line, style="dim", highlight=False)
 

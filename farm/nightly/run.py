@@ -1,7 +1,8 @@
 """`farm nightly SUITE`: run every model of the suite as one run, then compare with the baseline.
 
 Each job's baseline is the last run of the suite in which that job succeeded (or the run asked
-for), chosen before this run starts, with the job's earlier successes as its history. The
+for), chosen before this run starts, with the job's earlier successes as its history. A job whose
+artifact changed since then also runs its last good artifact beside it (farm/nightly/paired.py). The
 baselines' durations also order this run's queue longest first.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.client import fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
@@ -22,6 +24,7 @@ from ondevice_farm.controller.submission import (
     with_home_caches,
 )
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
+from ondevice_farm.nightly.paired import attach_baselines
 from ondevice_farm.nightly.suite import Suite
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
@@ -129,6 +132,11 @@ def run_nightly(
                 plan_model(r, p, run_id, home=home, client=client, progress=progress, expected_s=expected)
                 for r, p in zip(requests, prepared, strict=True)
             ]
+            paired = attach_baselines(
+                planned, history.series, ArtifactStore(home.artifacts), client, suite.policy
+            )
+            if paired:
+                progress.stage(f"{paired} changed job(s) run beside their last good artifact, interleaved")
             document = {
                 "run_id": run_id,
                 "kind": "nightly",
