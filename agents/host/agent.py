@@ -264,7 +264,8 @@ class HostAgent(DeviceAgent):
     def session_controls(self, unit: DeviceUnit, request: RunRequest) -> dict[str, str]:
         """Threads and spinning are session options; affinity pins the session's process (a repeat)
         or, for the job's first session in this process, the calling thread while it runs, which
-        ONNX Runtime's threads inherit when the session creates them."""
+        ONNX Runtime's threads inherit when the session creates them; priority is this thread's
+        nice value, which ONNX Runtime's threads and a repeat's process inherit."""
         if request.target.backend == "cuda":
             return super().session_controls(unit, request)
         return {
@@ -275,6 +276,9 @@ class HostAgent(DeviceAgent):
                 if request.allow_spinning is None
                 else ("on" if request.allow_spinning else "off")
             ),
+            # a Ray worker runs at nice 15 unless told otherwise (farm/controller/actor.py): the
+            # measurement's priority, which decides who preempts it, is part of its conditions
+            "priority": f"nice {os.getpriority(os.PRIO_PROCESS, 0)}",
         }
 
     def _session_process(

@@ -27,6 +27,11 @@ from ondevice_farm_agents.repeats import run_repeats
 HOST_SERIAL_SETTING = "host_serial"
 #: the actor's concurrency group for calls that must not wait behind a running job
 CONTROL_GROUP = "control"
+#: Ray lowers its workers' priority to nice 15 (`worker_niceness`) so they cannot starve the
+#: raylet; a DeviceActor's process runs the measurement, which at nice 15 every other process of
+#: the node (Ray's own, the submitter, the farm's watchdog) preempts: it keeps the priority a
+#: user's own process would have (nice 0), as the bare loop it is compared with does
+MEASURING_ENV = {"RAY_worker_niceness": "0"}
 
 
 @dataclass(frozen=True)
@@ -141,5 +146,6 @@ def device_actor_class() -> Any:
         "max_concurrency": 1,
         "max_restarts": 0,
         "concurrency_groups": {CONTROL_GROUP: 1},
+        "runtime_env": {"env_vars": MEASURING_ENV},
     }
     return ray.remote(**options)(DeviceActorImpl)
