@@ -27,8 +27,6 @@ MUST_REFUSE = {
     "test_resize_upsample_scales_cubic": "cubic",
     "test_maxpool_2d_dilations": "dilated pooling",
     "test_maxpool_with_argmax_2d_precomputed_pads": "Indices output",
-    "test_argmax_keepdims_example_select_last_index": "select_last_index",
-    "test_layer_normalization_2d_axis0": "Mean/InvStdDev",
     "test_wrap_pad": "'wrap'",
     "test_resize_downsample_scales_linear": "whole output size",
     "test_resize_tf_crop_and_resize": "tf_crop_and_resize",

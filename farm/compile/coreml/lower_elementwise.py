@@ -61,6 +61,26 @@ def _variadic(mil_op: str) -> LowerFn:
     return lower
 
 
+def lower_log(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    # MIL's log adds an epsilon (1e-45) by default, which turns ONNX's log(0) = -inf into -103
+    x = lw.var(node.input[0])
+    zero = np.zeros((), lw.types.nptype_from_builtin(x.dtype))
+    return [lw.mb.log(x=x, epsilon=zero, name=lw.name(node))]
+
+
+def lower_mean(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    """Mean of any number of inputs: their broadcast sum times 1/n."""
+    names = [n for n in node.input if n]
+    total = lw.var(names[0])
+    for name in names[1:]:
+        other = lw.value(name)
+        if isinstance(other, np.ndarray):
+            other = other.astype(lw.types.nptype_from_builtin(total.dtype))
+        total = lw.mb.add(x=total, y=other)
+    scale = np.asarray(1.0 / len(names), lw.types.nptype_from_builtin(total.dtype))
+    return [lw.mb.mul(x=total, y=scale, name=lw.name(node))]
+
+
 def lower_div(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     a, b = binary_operands(lw, node.input[0], node.input[1])
     if not lw.dtype_of(node.input[0]).startswith(("int", "uint")):
@@ -164,10 +184,24 @@ def lower_hard_swish(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 def lower_identity(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    # Identity and inference-mode Dropout: the tensor itself (a mask output is not supported).
-    if len(node.output) > 1 and node.output[1]:
-        raise NotLowerable("the Dropout mask output is not supported")
+    # Identity and inference-mode Dropout: the tensor itself.
     return [lw.value(node.input[0])]
+
+
+def lower_dropout(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    """Inference-mode Dropout passes its input on, and its mask is all true; training mode is random."""
+    if lw.has(node, 2):
+        training = lw.const(node.input[2])
+        if training is None:
+            raise NotLowerable("Dropout's training_mode must be a constant")
+        if bool(training.reshape(-1)[0]):
+            raise NotLowerable("training-mode Dropout is random: it has no inference-time program")
+    if len(node.output) < 2 or not node.output[1]:
+        return [lw.value(node.input[0])]
+    dims = lw.static_dims(node.input[0])
+    if any(d is None for d in dims):
+        raise NotLowerable("the Dropout mask output needs a static input shape")
+    return [lw.value(node.input[0]), np.ones([d for d in dims if d is not None], bool)]
 
 
 def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -286,9 +320,11 @@ ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "Softmax": lower_softmax,
     "Sqrt": _unary("sqrt"),
     "Exp": _unary("exp"),
-    "Log": _unary("log"),
+    "Log": lower_log,
     "Abs": _unary("abs"),
     "Floor": _unary("floor"),
+    # MIL's round is half to even (0.5 -> 0), as ONNX's Round
+    "Round": _unary("round"),
     "Ceil": _unary("ceil"),
     "Not": _unary("logical_not"),
     "Softplus": _unary("softplus"),
@@ -308,11 +344,13 @@ ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "GreaterOrEqual": _binary("greater_equal"),
     "And": _binary("logical_and"),
     "Or": _binary("logical_or"),
+    "Xor": _binary("logical_xor"),
     "Max": _variadic("maximum"),
     "Min": _variadic("minimum"),
     "Sum": _variadic("add"),
+    "Mean": lower_mean,
     "Identity": lower_identity,
-    "Dropout": lower_identity,
+    "Dropout": lower_dropout,
     "Cast": lower_cast,
     "Where": lower_where,
 }

@@ -137,11 +137,31 @@ def lower_range(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 def lower_mod(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    if int(lw.attrs(node).get("fmod", 0)):
-        raise NotLowerable("fmod=1 (C fmod, sign of the dividend) is not supported")
     a, b = binary_operands(lw, node.input[0], node.input[1])
-    # MIL's mod is x - floor(x / y) * y: the sign of the divisor, as ONNX's fmod=0
-    return [lw.mb.mod(x=a, y=b, name=lw.name(node))]
+    if not int(lw.attrs(node).get("fmod", 0)):
+        # MIL's mod is x - floor(x / y) * y: the sign of the divisor, as ONNX's fmod=0
+        return [lw.mb.mod(x=a, y=b, name=lw.name(node))]
+    # fmod=1 is C's fmod (the sign of the dividend): the floored remainder, less the divisor where
+    # it is non-zero and its sign differs from the dividend's. No division by hand, so ints stay exact.
+    floored = lw.mb.mod(x=a, y=b)
+    zero = np.zeros((), lw.types.nptype_from_builtin(floored.dtype))
+    signs_differ = lw.mb.not_equal(x=lw.mb.less(x=floored, y=zero), y=lw.mb.less(x=a, y=zero))
+    fix = lw.mb.logical_and(x=signs_differ, y=lw.mb.not_equal(x=floored, y=zero))
+    return [lw.mb.select(cond=fix, a=lw.mb.sub(x=floored, y=b), b=floored, name=lw.name(node))]
+
+
+def lower_trilu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    """Trilu as a select against a constant mask: MIL's band_part keeps a band around the diagonal,
+    which cannot drop the diagonals between 0 and k that Trilu's offset k removes."""
+    x = lw.var(node.input[0])
+    dims = lw.static_dims(node.input[0])
+    if len(dims) < 2 or dims[-2] is None or dims[-1] is None:
+        raise NotLowerable("Trilu needs static sizes of its last two dims")
+    k = int(lw.require_const(node, 1, "Trilu's k").reshape(-1)[0]) if lw.has(node, 1) else 0
+    ones = np.ones((dims[-2], dims[-1]), bool)
+    mask = np.triu(ones, k) if int(lw.attrs(node).get("upper", 1)) else np.tril(ones, k)
+    zero = np.zeros((), lw.types.nptype_from_builtin(x.dtype))
+    return [lw.mb.select(cond=mask, a=x, b=zero, name=lw.name(node))]
 
 
 def lower_depth_to_space(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -171,6 +191,7 @@ INDEX_LOWERINGS: dict[str, LowerFn] = {
     "CumSum": lower_cumsum,
     "Range": lower_range,
     "Mod": lower_mod,
+    "Trilu": lower_trilu,
     "DepthToSpace": lower_depth_to_space,
     "SpaceToDepth": lower_space_to_depth,
 }

@@ -40,7 +40,7 @@ def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 def lower_layer_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     if any(node.output[1:]):
-        raise NotLowerable("the Mean/InvStdDev outputs of LayerNormalization are not supported")
+        return _layer_norm_with_statistics(lw, node)
     attrs = lw.attrs(node)
     x = lw.var(node.input[0])
     rank = len(x.shape)
@@ -59,6 +59,25 @@ def lower_layer_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     if lw.has(node, 2):
         y = lw.mb.add(x=y, y=lw.var(node.input[2]), name=lw.name(node))
     return [y]
+
+
+def _layer_norm_with_statistics(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    """LayerNormalization asked for its Mean and InvStdDev too (training exports keep them): MIL's
+    layer_norm gives only Y, so all three are spelt out; the statistics keep the normalised axes as 1s."""
+    attrs = lw.attrs(node)
+    x = lw.var(node.input[0])
+    rank = len(x.shape)
+    axes = list(range(int(attrs.get("axis", -1)) % rank, rank))
+    epsilon = np.float32(attrs.get("epsilon", 1e-5))
+    mean = lw.mb.reduce_mean(x=x, axes=axes, keep_dims=True)
+    centred = lw.mb.sub(x=x, y=mean)
+    variance = lw.mb.reduce_mean(x=lw.mb.mul(x=centred, y=centred), axes=axes, keep_dims=True)
+    inv_std = lw.mb.rsqrt(x=variance, epsilon=epsilon)
+    y = lw.mb.mul(x=lw.mb.mul(x=centred, y=inv_std), y=lw.var(node.input[1]))
+    if lw.has(node, 2):
+        y = lw.mb.add(x=y, y=lw.var(node.input[2]))
+    named = [lw.mb.identity(x=value, name=lw.name(node, i)) for i, value in enumerate((y, mean, inv_std))]
+    return named[: len(node.output)]
 
 
 def lower_instance_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:

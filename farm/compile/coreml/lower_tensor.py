@@ -341,16 +341,20 @@ def lower_constant_of_shape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]
 def _arg_reduce(mil_op: str) -> LowerFn:
     def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         attrs = lw.attrs(node)
-        if int(attrs.get("select_last_index", 0)):
-            raise NotLowerable("select_last_index=1 is not supported")
-        return [
-            getattr(lw.mb, mil_op)(
-                x=lw.var(node.input[0]),
-                axis=int(attrs.get("axis", 0)),
-                keep_dims=bool(attrs.get("keepdims", 1)),
-                name=lw.name(node),
-            )
-        ]
+        x = lw.var(node.input[0])
+        axis = int(attrs.get("axis", 0)) % max(len(x.shape), 1)
+        keep_dims = bool(attrs.get("keepdims", 1))
+        if not int(attrs.get("select_last_index", 0)):
+            return [getattr(lw.mb, mil_op)(x=x, axis=axis, keep_dims=keep_dims, name=lw.name(node))]
+        # MIL returns the first of equal extremes: search the reversed axis, then count from the end
+        found = getattr(lw.mb, mil_op)(x=lw.mb.reverse(x=x, axes=[axis]), axis=axis, keep_dims=keep_dims)
+        size = x.shape[axis]
+        last: Any = (
+            np.int32(int(size) - 1)
+            if isinstance(size, (int, np.integer))
+            else lw.mb.sub(x=lw.mb.gather(x=lw.mb.shape(x=x), indices=axis, axis=0), y=np.int32(1))
+        )
+        return [lw.mb.sub(x=last, y=found, name=lw.name(node))]
 
     lower.__name__ = f"lower_{mil_op}"
     return lower

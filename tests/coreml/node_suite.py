@@ -1,0 +1,224 @@
+"""ONNX's backend node cases (generated from the installed `onnx`, no files committed) run through the
+CoreML lowering and the host MIL executor at fp32, each classified as correct, wrong, refused or crashed.
+
+Only cases whose every node is an op a phone model plausibly holds count (`MOBILE_OPS`: no strings,
+sequences, optionals, training, random, signal or control-flow ops). The set is fixed here, not read
+from the lowering table, so a new lowering moves cases from refused to correct and never changes
+the total. Two feeding modes:
+
+    generated     as ONNX generates the case: weights, pads and scales are graph inputs
+    initializers  every input but the first made an initializer, as exported models carry weights
+
+Run `python -m tests.coreml.node_suite` for the whole table (by op, both modes, a few minutes).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import traceback
+import warnings
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ondevice_farm.compile.coreml import predict_drift
+from ondevice_farm.errors import FarmError
+
+MODES = ("generated", "initializers")
+OUTCOMES = ("correct", "wrong", "refused", "crashed")
+
+#: what the expected outputs must be met within (ONNX's own backend test uses the same)
+RTOL, ATOL = 1e-3, 1e-4
+
+#: op types of phone models: those the lowering took when the suite was set up, and those it refused
+MOBILE_OPS = frozenset(
+    """
+    Abs Acos Add And ArgMax ArgMin Asin Atan Atanh AveragePool BatchNormalization Cast Ceil Clip
+    Concat Constant ConstantOfShape Conv ConvTranspose Cos Cosh CumSum DepthToSpace DequantizeLinear
+    Div Dropout Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements Gelu Gemm
+    GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual GroupNormalization HardSigmoid HardSwish
+    Identity InstanceNormalization LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax
+    MatMul Max MaxPool Min Mish Mod Mul Neg Not Or PRelu Pad Pow QuantizeLinear Range Reciprocal
+    ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd
+    ReduceSum ReduceSumSquare Relu Reshape Resize ScatterND Selu Shape Sigmoid Sign Sin Sinh Slice
+    Softmax Softplus Softsign SpaceToDepth Split Sqrt Squeeze Sub Sum Tan Tanh ThresholdedRelu Tile
+    TopK Transpose Unsqueeze Where
+    Attention RMSNormalization RotaryEmbedding Trilu QLinearMatMul QLinearConv Xor ScatterElements
+    Einsum LSTM GRU RNN Round DynamicQuantizeLinear GatherND Mean LRN
+    """.split()  # noqa: SIM905  a block of names reads better than 120 quoted strings
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: str
+    mode: str
+    #: one of OUTCOMES
+    kind: str
+    #: the op types of the case's nodes, and what went wrong (empty when correct)
+    ops: tuple[str, ...]
+    detail: str = ""
+
+
+def mobile_cases() -> list[Any]:
+    """The node cases whose every node is a mobile op and whose I/O are plain tensors, by name."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the generators overflow casts on purpose
+        cases = collect_testcases(None)
+    mobile = (case for case in cases if case.model is not None and _is_mobile(case.model))
+    return sorted(mobile, key=lambda case: str(case.name))
+
+
+def _is_mobile(model: onnx.ModelProto) -> bool:
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in MOBILE_OPS:
+            return False
+    for vi in [*model.graph.input, *model.graph.output]:
+        if vi.type.WhichOneof("value") != "tensor_type":
+            return False
+        if vi.type.tensor_type.elem_type == onnx.TensorProto.STRING:
+            return False
+    return True
+
+
+def case_ops(case: Any) -> tuple[str, ...]:
+    return tuple(sorted({node.op_type for node in case.model.graph.node}))
+
+
+def _as_array(value: Any) -> np.ndarray:
+    return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+
+
+def prepare(case: Any, mode: str, folder: Path) -> tuple[Path, dict[str, np.ndarray], list[np.ndarray]]:
+    """The case's model as `mode` feeds it, saved under `folder`, its feeds and expected outputs."""
+    inputs, outputs = case.data_sets[0]
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    feeds = {vi.name: _as_array(v) for vi, v in zip(model.graph.input, inputs, strict=False)}
+    if mode == "initializers":
+        constant = [vi.name for vi in model.graph.input[1:] if vi.name in feeds]
+        for name in constant:
+            model.graph.initializer.append(onnx.numpy_helper.from_array(feeds.pop(name), name))
+        if model.ir_version >= 4:  # before IR 4 an initializer must also be listed as an input
+            kept = [vi for vi in model.graph.input if vi.name not in constant]
+            del model.graph.input[:]
+            model.graph.input.extend(kept)
+    path = folder / f"{case.name}.{mode}.onnx"
+    onnx.save(model, str(path))
+    return path, feeds, [_as_array(v) for v in outputs]
+
+
+def matches(actual: np.ndarray, expected: np.ndarray) -> str:
+    """Empty if `actual` meets `expected` (equal infinities and NaNs agree), else what differs."""
+    if actual.shape != expected.shape:
+        return f"shape {actual.shape} != expected {expected.shape}"
+    if expected.dtype == bool or actual.dtype == bool:
+        same = np.array_equal(actual.astype(bool), expected.astype(bool))
+        return "" if same else "booleans differ"
+    act, ref = actual.astype(np.float64), expected.astype(np.float64)
+    if np.allclose(act, ref, rtol=RTOL, atol=ATOL, equal_nan=True):
+        return ""
+    worst = float(np.nanmax(np.abs(act - ref))) if act.size else 0.0
+    return f"max abs error {worst:.3g}"
+
+
+def run_case(case: Any, mode: str) -> Outcome:
+    """One case in one feeding mode through lowering and the host executor at fp32."""
+    ops = case_ops(case)
+    with tempfile.TemporaryDirectory(prefix="farm-node-") as folder:
+        path, feeds, expected = prepare(case, mode, Path(folder))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = list(predict_drift(path, feeds, precision="fp32").values())
+        except FarmError as exc:
+            return Outcome(case.name, mode, "refused", ops, str(exc).splitlines()[-1].strip())
+        except Exception as exc:  # what the test exists to catch: a traceback instead of a refusal
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            return Outcome(case.name, mode, "crashed", ops, f"{exc!r} at {where.filename}:{where.lineno}")
+    if len(got) != len(expected):
+        return Outcome(case.name, mode, "wrong", ops, f"{len(got)} outputs, expected {len(expected)}")
+    for index, (actual, reference) in enumerate(zip(got, expected, strict=True)):
+        differs = matches(np.asarray(actual), reference)
+        if differs:
+            return Outcome(case.name, mode, "wrong", ops, f"output {index}: {differs}")
+    return Outcome(case.name, mode, "correct", ops)
+
+
+def tally(outcomes: Iterable[Outcome]) -> dict[str, Counter[str]]:
+    """mode -> outcome kind -> count."""
+    counts: dict[str, Counter[str]] = {mode: Counter() for mode in MODES}
+    for outcome in outcomes:
+        counts[outcome.mode][outcome.kind] += 1
+    return counts
+
+
+def run_suite(cases: list[Any], jobs: int = 2) -> list[Outcome]:
+    """Every case in both modes, over `jobs` forked workers.
+
+    A case with one input is the same model in both modes: it runs once and counts in both.
+    """
+    import gc
+    import logging
+    import multiprocessing
+
+    import coremltools  # noqa: F401  imported before the freeze, so its objects are frozen too
+
+    logging.disable(logging.WARNING)  # coremltools logs every bool I/O it casts
+    _CASES.clear()
+    _CASES.extend(cases)
+    # ct.convert runs gc.collect() on every call; over the thousand generated cases held here that
+    # is most of the run. Frozen objects are skipped by the collector.
+    gc.collect()
+    gc.freeze()
+    try:
+        # forked workers inherit the cases: generating them again would cost each worker seconds
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            chunks = pool.map(_run_indices, [list(range(i, len(cases), jobs * 8)) for i in range(jobs * 8)])
+    finally:
+        gc.unfreeze()
+        logging.disable(logging.NOTSET)
+        _CASES.clear()
+    return [outcome for chunk in chunks for outcome in chunk]
+
+
+_CASES: list[Any] = []
+
+
+def _run_indices(indices: list[int]) -> list[Outcome]:
+    outcomes = []
+    for index in indices:
+        case = _CASES[index]
+        first = run_case(case, MODES[0])
+        if len(case.model.graph.input) <= 1:
+            second = Outcome(case.name, MODES[1], first.kind, first.ops, first.detail)
+        else:
+            second = run_case(case, MODES[1])
+        outcomes += [first, second]
+    return outcomes
+
+
+def main() -> None:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="write every outcome here")
+    args = parser.parse_args()
+    outcomes = run_suite(mobile_cases(), args.jobs)
+    for mode, counts in tally(outcomes).items():
+        print(mode, " ".join(f"{kind}={counts[kind]}" for kind in OUTCOMES))
+    if args.json:
+        args.json.write_text(json.dumps([outcome.__dict__ for outcome in outcomes], indent=1))
+
+
+if __name__ == "__main__":
+    main()
