@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from tests.fleet.conftest import only_loopback
@@ -30,7 +31,7 @@ def test_a_changed_model_is_judged_beside_its_last_good_artifact(tmp_path: Path)
         pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
     home = tmp_path / "home"
     changing = matmul_chain(tmp_path / "changing.onnx", 6)
-    steady = matmul_chain(tmp_path / "steady.onnx", 3, seed=1)
+    matmul_chain(tmp_path / "steady.onnx", 3, seed=1)
     suite = tmp_path / "suite.yaml"
     suite.write_text(
         "name: paired-nightly\ndevices: [host-cpu]\nruns: 15\nwarmup: 2\nrepeats: 2\n"
@@ -52,6 +53,8 @@ def test_a_changed_model_is_judged_beside_its_last_good_artifact(tmp_path: Path)
     first_job = next(j for j in json.loads(first.stdout)["jobs"] if j["model"]["name"] == "changing")
     assert job["paired_baseline"]["artifact_sha256"] == first_job["artifact_sha256"]
     assert job["paired"]["rounds"] and {r["order"] for r in job["paired"]["rounds"]} <= {"AB", "BA"}
+    schema = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+    jsonschema.validate(job, {"$defs": schema["$defs"], "$ref": "#/$defs/ok_job"})
     # the model that did not change keeps the history test, and no paired rounds were run for it
     assert entries["steady"]["judged_by"] != "paired" and entries["steady"]["paired"] is None
     assert "paired" not in next(j for j in document["jobs"] if j["model"]["name"] == "steady")
