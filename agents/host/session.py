@@ -38,6 +38,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     options.log_severity_level = 3
     if spec.get("threads"):
         options.intra_op_num_threads = int(spec["threads"])
+    elif spec.get("affinity"):
+        # ORT's default pool pins each worker to a core of its own choosing, outside the mask
+        options.intra_op_num_threads = len(spec["affinity"])
     if spec.get("spinning") is not None:
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spec["spinning"] else "0")
     start = time.perf_counter_ns()
