@@ -295,6 +295,11 @@ def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> 
                 f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} "
                 "in the ML Program, which holds no 64-bit tensors"
             )
+        elif info.dtype_name in ("uint16", "uint32", "uint64"):
+            notes.append(
+                f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} in the ML Program, "
+                "which holds no unsigned tensors: values above 2**31-1 do not survive the cast"
+            )
     return notes
 
 

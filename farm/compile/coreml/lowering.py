@@ -61,6 +61,15 @@ MIL_DTYPES: dict[int, str] = {
     TensorProto.BOOL: "bool",
 }
 
+#: graph inputs an ML Program takes only after a cast at its boundary (no unsigned tensors in MIL);
+#: the compile report says so for each such input
+BOUNDARY_DTYPES: dict[int, str] = {
+    **MIL_DTYPES,
+    TensorProto.UINT16: "int32",
+    TensorProto.UINT32: "int32",
+    TensorProto.UINT64: "int32",
+}
+
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -213,7 +222,7 @@ def lower_graph(
     symbols: dict[str, Any] = {}
     taken: set[str] = set()
     for info in graph.inputs:
-        if info.elem_type not in MIL_DTYPES:
+        if info.elem_type not in BOUNDARY_DTYPES:
             raise NotLowerable(
                 f"input {info.name} has type {info.dtype_name}, which an ML Program cannot take"
             )
@@ -227,7 +236,7 @@ def lower_graph(
             name, n = f"{base}_{n}", n + 1
         taken.add(name)
         input_names[info.name] = name
-        dtype = types.string_to_builtin(MIL_DTYPES[info.elem_type])
+        dtype = types.string_to_builtin(BOUNDARY_DTYPES[info.elem_type])
         placeholders[name] = mb.placeholder(shape=shape, dtype=dtype)
 
     program = Program()
