@@ -27,6 +27,15 @@ RAY_NAMESPACE = "farm"
 #: where an embedded Ray (and `farm serve`'s embedded head) listens unless told otherwise: a
 #: Ray node runs code for whoever reaches it, so it is not offered to the network by default
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
+#: an embedded Ray's settings: Ray starts one idle worker process per CPU in advance, for tasks,
+#: but the farm runs only actors (num_cpus=0), each in a process of its own; the idle ones would
+#: only wake up beside the measurement (each a Python process checking signals every 10 ms)
+EMBEDDED_SYSTEM_CONFIG: dict[str, Any] = {
+    "enable_worker_prestart": False,
+    "prestart_worker_first_driver": False,
+}
+#: the watchdog's priority: a /proc walk every half second, never to preempt a job's timed runs
+WATCHDOG_NICE = 19
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,9 @@ def ray_cluster(config: ClusterConfig) -> Iterator[None]:
     # Ray's driver prints cluster events ("(raylet) The node ... died") on stdout, which is the
     # report's (or the one JSON document's) alone: while Ray runs, they go to stderr
     watchdog = Watchdog() if config.address is None else None
+    if watchdog is not None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, watchdog.process.pid, WATCHDOG_NICE)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             _init(config)
@@ -117,6 +129,7 @@ def _init(config: ClusterConfig) -> None:
                 include_dashboard=False,
                 num_cpus=os.cpu_count() or 1,
                 object_store_memory=config.object_store_bytes,
+                _system_config=EMBEDDED_SYSTEM_CONFIG,
                 **kwargs,
             )
         else:
