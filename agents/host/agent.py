@@ -130,6 +130,9 @@ class HostAgent(DeviceAgent):
         options.log_severity_level = 3
         if request.intra_op_threads:
             options.intra_op_num_threads = request.intra_op_threads
+        elif request.cpu_affinity:
+            # ORT's default pool pins each worker to a core of its own choosing, outside the mask
+            options.intra_op_num_threads = len(request.cpu_affinity)
         if request.allow_spinning is not None:
             value = "1" if request.allow_spinning else "0"
             options.add_session_config_entry("session.intra_op.allow_spinning", value)
@@ -269,7 +272,13 @@ class HostAgent(DeviceAgent):
         if request.target.backend == "cuda":
             return super().session_controls(unit, request)
         return {
-            "threads": str(request.intra_op_threads) if request.intra_op_threads else "runtime default",
+            "threads": (
+                str(request.intra_op_threads)
+                if request.intra_op_threads
+                else f"{len(request.cpu_affinity)} (one per pinned CPU)"
+                if request.cpu_affinity
+                else "runtime default"
+            ),
             "affinity": ",".join(map(str, request.cpu_affinity)) if request.cpu_affinity else "not pinned",
             "spinning": (
                 "runtime default"
