@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ondevice_farm.compile.coreml.lower_attention import TRANSFORMER_LOWERINGS
 from ondevice_farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
 from ondevice_farm.compile.coreml.lower_index import INDEX_LOWERINGS
 from ondevice_farm.compile.coreml.lower_nn import NN_LOWERINGS
@@ -20,4 +21,5 @@ def lowering_table() -> dict[str, LowerFn]:
         **TENSOR_LOWERINGS,
         **INDEX_LOWERINGS,
         **QUANT_LOWERINGS,
+        **TRANSFORMER_LOWERINGS,
     }
