@@ -132,7 +132,7 @@ def _paired_svg(c: dict[str, Any], width: int = 360, height: int = 260) -> str:
         parts.append(
             f'<line class="round" x1="{left}" y1="{y(a):.1f}" x2="{right}" y2="{y(b):.1f}" '
             f'stroke="{colour}" stroke-opacity="0.6">'
-            f'<title>{r["order"]}: {a:.3f} -> {b:.3f} ms</title></line>'
+            f"<title>{r['order']}: {a:.3f} -> {b:.3f} ms</title></line>"
         )
     parts.append("</svg>")
     return "".join(parts)
