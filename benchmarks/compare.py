@@ -69,10 +69,13 @@ TINYNET = ROOT / "examples" / "tinynet.onnx"
 SEED = 20261202
 EFFECTS = (0.0, 0.05, 0.10)
 #: k of the probe variant the calibration times (1x1 conv output channels)
-PROBE_CHANNELS = 512
+PROBE_CHANNELS = 4096
 #: the branch's contribution to the output: real work, invisible in the result
 BRANCH_SCALE = 1e-9
 FAMILIES = (1, 10, 100)
+#: a real compare's rounds here (fewer than the compare's 200, to bound the benchmark's time: an
+#: A/A pair can only reach `same` once the interval fits inside +-3%); part 2 resamples to 200
+REAL_MAX_ROUNDS = 40
 CONDITION = {0.0: "A/A", 0.05: "A/A+5%", 0.10: "A/A+10%"}
 
 
@@ -239,7 +242,7 @@ def real_compare(
     return verdict.verdict, verdict.ratio, verdict.rounds, trace.elapsed_s, trace.stopped, logs
 
 
-def real_runs(trials: int, models: list[str], max_rounds: int, log: Any) -> dict[str, Any]:
+def real_runs(trials: int, models: list[str], max_rounds: int, blocks: int, log: Any) -> dict[str, Any]:
     profiles = load_profiles()
     cpus = resolve_affinity(AUTO_AFFINITY, profiles["host-cpu"], DEFAULT_COMPARE_THREADS)
     agent = HostAgent(AgentSettings(profiles=profiles))
@@ -260,8 +263,9 @@ def real_runs(trials: int, models: list[str], max_rounds: int, log: Any) -> dict
             onnx.save(with_extra_compute(base, PROBE_CHANNELS), paths["probe"])
             info = inspect_model(paths["A"])
             inputs = seeded_inputs(info, resolve_shapes(info, {}), 0)
+            runs_per_block = 5 if name == "cnn192" else 20
             loop = BareLoop([paths["A"], paths["probe"]], inputs, cpus)
-            probe = loop.ratios(20, 20, rng)[0][0]
+            probe = loop.ratios(100, runs_per_block, rng)[0][0]
             loop.close()
             per_channel = max(probe - 1.0, 1e-4) / PROBE_CHANNELS
             channels = {e: max(1, round(e / per_channel)) for e in EFFECTS if e}
@@ -271,8 +275,7 @@ def real_runs(trials: int, models: list[str], max_rounds: int, log: Any) -> dict
             bare = [paths["A"], paths["A'"], *(paths[f"B{e:.2f}"] for e in channels)]
             loop = BareLoop(bare, inputs, cpus)
             start = time.perf_counter()
-            block_runs = 20 if name == "cnn192" else 100
-            true = loop.ratios(60, block_runs, rng)
+            true = loop.ratios(blocks, runs_per_block, rng)
             p50 = loop.base_p50_ms
             loop.close()
             result["models"][name] = {
@@ -304,7 +307,8 @@ def real_runs(trials: int, models: list[str], max_rounds: int, log: Any) -> dict
                     )
                     log(
                         f"  {name} {CONDITION[float(effect)]:8} trial {trial + 1}/{trials}: {verdict:12} "
-                        f"ratio {ratio:.3f} after {rounds} rounds, {elapsed:.1f} s  (load {os.getloadavg()[0]:.2f})"
+                        f"ratio {ratio:.3f} after {rounds} rounds, {elapsed:.1f} s, "
+                        f"sd {np.std(logs, ddof=1):.4f} (load {os.getloadavg()[0]:.2f})"
                     )
     return result
 
@@ -511,11 +515,11 @@ def resampled_table(rows: list[dict[str, Any]]) -> list[str]:
         "|" + "---|" * 10,
     ]
     for r in rows:
-        lines.append(
-            f"| {r['model']} | {CONDITION[r['effect']]} | {r['rounds_drawn_from']} | {r['sd_log_ratio']:.4f} | "
-            f"{r['compares']} | {100 * r['slower']:.2f}% | {100 * r['faster']:.2f}% | {100 * r['same']:.1f}% | "
-            f"{r['rounds_median']:.0f} / {r['rounds_p90']:.0f} | {r['device_s_median']:.0f} / {r['device_s_p90']:.0f} |"
-        )
+        cells = [r["model"], CONDITION[r["effect"]], str(r["rounds_drawn_from"]), f"{r['sd_log_ratio']:.4f}"]
+        cells += [str(r["compares"]), f"{100 * r['slower']:.2f}%", f"{100 * r['faster']:.2f}%"]
+        cells += [f"{100 * r['same']:.1f}%", f"{r['rounds_median']:.0f} / {r['rounds_p90']:.0f}"]
+        cells.append(f"{r['device_s_median']:.0f} / {r['device_s_p90']:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
@@ -542,9 +546,15 @@ def recorded_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=10, help="real compares per model and condition")
+    parser.add_argument("--trials", type=int, default=5, help="real compares per model and condition")
     parser.add_argument("--models", default="cnn192,tinynet", help="real models: cnn192, tinynet")
-    parser.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS)
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=REAL_MAX_ROUNDS,
+        help=f"rounds a real compare may run (farm compare: {DEFAULT_MAX_ROUNDS}; part 2 runs to that)",
+    )
+    parser.add_argument("--blocks", type=int, default=200, help="interleaved blocks of the bare loop")
     parser.add_argument("--resamples", type=int, default=20_000, help="compares drawn from the real rounds")
     parser.add_argument("--families", type=int, default=20_000, help="pairs simulated per recorded row")
     parser.add_argument(
@@ -584,8 +594,8 @@ def main() -> None:
         "policy": PairedPolicy().__dict__,
     }
     if not args.simulated_only:
-        doc["real"] = real_runs(args.trials, args.models.split(","), args.max_rounds, log)
-        doc["resampled"] = resampled(doc["real"]["trials"], args.resamples, args.max_rounds, rng)
+        doc["real"] = real_runs(args.trials, args.models.split(","), args.max_rounds, args.blocks, log)
+        doc["resampled"] = resampled(doc["real"]["trials"], args.resamples, DEFAULT_MAX_ROUNDS, rng)
     doc["load_after"] = list(os.getloadavg())
     doc["recorded"] = recorded(RECORDING, args.families, args.sim_rounds, rng)
     doc["elapsed_s"] = time.time() - started
