@@ -101,6 +101,42 @@ def lower_scatter_nd(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     ]
 
 
+def lower_scatter_elements(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    reduction = lw.attrs(node).get("reduction", "none")
+    if reduction not in _SCATTER_MODES:
+        raise NotLowerable(f"ScatterElements reduction {reduction!r} is not supported")
+    data = lw.var(node.input[0])
+    axis = int(lw.attrs(node).get("axis", 0)) % len(data.shape)
+    known: Any = lw.const(node.input[1])
+    dim = data.shape[axis]
+    if known is not None and is_static_dim(dim):
+        indices: Any = np.where(known < 0, known + int(dim), known).astype(np.int32)
+    else:
+        indices = nonnegative_indices(lw, lw.var(node.input[1]), data, [axis])
+    updates = lw.var(node.input[2])
+    mode = _SCATTER_MODES[reduction]
+    return [
+        lw.mb.scatter_along_axis(
+            data=data, indices=indices, updates=updates, axis=axis, mode=mode, name=lw.name(node)
+        )
+    ]
+
+
+def lower_gather_nd(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    batch_dims = int(lw.attrs(node).get("batch_dims", 0))
+    data = lw.var(node.input[0])
+    known: Any = lw.const(node.input[1])
+    depth = lw.shape(node.input[1])[-1]
+    dims = [data.shape[batch_dims + i] for i in range(int(depth))] if is_static_dim(depth) else []
+    if known is None or not dims or not all(is_static_dim(d) for d in dims):
+        # MIL reads a negative index as out of bounds, and counting it from the end at run time
+        # would need a per-column dim: only constant indices are taken
+        raise NotLowerable("GatherND indices must be a constant, over static dims")
+    sizes = np.array([int(d) for d in dims], np.int64)
+    indices = np.where(known < 0, known + sizes, known).astype(np.int32)
+    return [lw.mb.gather_nd(x=data, indices=indices, batch_dims=batch_dims, name=lw.name(node))]
+
+
 def lower_topk(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
     k = int(lw.require_const(node, 1, "TopK k").reshape(-1)[0])
@@ -187,6 +223,8 @@ INDEX_LOWERINGS: dict[str, LowerFn] = {
     "Gather": lower_gather,
     "GatherElements": lower_gather_elements,
     "ScatterND": lower_scatter_nd,
+    "ScatterElements": lower_scatter_elements,
+    "GatherND": lower_gather_nd,
     "TopK": lower_topk,
     "CumSum": lower_cumsum,
     "Range": lower_range,

@@ -126,7 +126,25 @@ def _spatial(dims: list[int | None]) -> int:
     return int(np.prod([d for d in dims[2:] if d is not None]))
 
 
+def lower_lrn(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    attrs = lw.attrs(node)
+    x = lw.var(node.input[0])
+    if len(x.shape) not in (3, 4):
+        raise NotLowerable("LRN is supported on 3-D and 4-D inputs (MIL's local_response_norm)")
+    return [
+        lw.mb.local_response_norm(
+            x=x,
+            size=int(attrs["size"]),
+            alpha=np.float32(attrs.get("alpha", 1e-4)),
+            beta=np.float32(attrs.get("beta", 0.75)),
+            k=np.float32(attrs.get("bias", 1.0)),
+            name=lw.name(node),
+        )
+    ]
+
+
 NORM_LOWERINGS: dict[str, LowerFn] = {
+    "LRN": lower_lrn,
     "BatchNormalization": lower_batch_norm,
     "LayerNormalization": lower_layer_norm,
     "InstanceNormalization": lower_instance_norm,
