@@ -1,7 +1,8 @@
 """ONNX's own node test suite, the mobile-op part, through the CoreML lowering at fp32 (see node_suite).
 
-A ratchet: no case may crash or give a wrong number, and at least `AT_LEAST_CORRECT` must be correct
-in each feeding mode. Raise the figures when a lowering lands; never lower them to let a change pass.
+A ratchet over CI's sample of the cases (node_suite.ci_sample): no case may crash or give a wrong
+number, and at least `AT_LEAST_CORRECT` must be correct in each feeding mode. Raise the figures
+when a lowering lands; never lower them to let a change pass.
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from typing import Any
 
 import pytest
 
-from tests.coreml.node_suite import MODES, Outcome, mobile_cases, run_suite, tally
+from tests.coreml.node_suite import MODES, Outcome, ci_sample, mobile_cases, run_suite, tally
 
-#: correct cases per feeding mode, as of the last lowering that landed
-AT_LEAST_CORRECT = {"generated": 528, "initializers": 743}
+#: correct sampled cases per feeding mode, as of the last lowering that landed (of the whole suite's
+#: 1,158 cases: 685 as generated, 914 with initializers; see docs/coreml.md)
+AT_LEAST_CORRECT = {"generated": 308, "initializers": 404}
 
 
 @pytest.fixture(scope="module")
 def outcomes() -> list[Outcome]:
     pytest.importorskip("coremltools")
     pytest.importorskip("onnx.backend.test.case.node")
-    return run_suite(mobile_cases(), jobs=2)
+    return run_suite(ci_sample(mobile_cases()), jobs=2)
 
 
 def _listed(outcomes: list[Outcome], kind: str) -> list[str]:

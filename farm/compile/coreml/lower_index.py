@@ -181,7 +181,7 @@ def lower_mod(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     # it is non-zero and its sign differs from the dividend's. No division by hand, so ints stay exact.
     floored = lw.mb.mod(x=a, y=b)
     zero = np.zeros((), lw.types.nptype_from_builtin(floored.dtype))
-    signs_differ = lw.mb.not_equal(x=lw.mb.less(x=floored, y=zero), y=lw.mb.less(x=a, y=zero))
+    signs_differ = lw.mb.logical_xor(x=lw.mb.less(x=floored, y=zero), y=lw.mb.less(x=a, y=zero))
     fix = lw.mb.logical_and(x=signs_differ, y=lw.mb.not_equal(x=floored, y=zero))
     return [lw.mb.select(cond=fix, a=lw.mb.sub(x=floored, y=b), b=floored, name=lw.name(node))]
 
