@@ -21,9 +21,9 @@ def _model_with_unsupported_ops() -> Graph:
     g = Graph()
     x = g.input("x", [1, 8, 4, 4])
     y = g.one("Relu", [x])
-    y = g.one("LRN", [y], size=3)
+    y = g.one("Shrink", [y])
     y = g.one("LpNormalization", [y], axis=1)
-    y = g.one("LRN", [y], size=3)
+    y = g.one("Shrink", [y])
     y = g.one("Hardmax", [y])
 
     # Mod only ever sees constants: folded away, so not reported
@@ -37,7 +37,7 @@ def _model_with_unsupported_ops() -> Graph:
 def test_every_unsupported_op_is_listed_with_its_node(tmp_path: Path) -> None:
     path = save(_model_with_unsupported_ops().model(), tmp_path)
     found = unsupported_ops(path)
-    assert [op for op, _ in found] == ["LRN", "LpNormalization", "LRN", "Hardmax", "Resize"]
+    assert [op for op, _ in found] == ["Shrink", "LpNormalization", "Shrink", "Hardmax", "Resize"]
     assert all(name for _, name in found)
 
 
@@ -47,7 +47,7 @@ def test_compile_stops_with_one_error_naming_types_counts_and_nodes(tmp_path: Pa
         compile_coreml(path, ANE, tmp_path / "out")
     message = str(caught.value)
     assert "5 node(s) of 4 op type(s)" in message
-    assert "LRN x2" in message and "Hardmax x1" in message and "LpNormalization x1" in message
+    assert "Shrink x2" in message and "Hardmax x1" in message and "LpNormalization x1" in message
     assert "Resize x1" in message and "'cubic' is not supported" in message
     for _, name in unsupported_ops(path):
         assert name in message
