@@ -5,7 +5,7 @@
 Everything is judged by the code `farm compare` runs: `run_paired_rounds` (agents/paired.py) on a
 `HostAgent` unit, every session a fresh process (agents/host/session.py), the compare's defaults
 (1 intra-op thread, pinned as `--pin auto` pins: `resolve_affinity`, 50 timed runs after 5
-warm-up, at most 200 rounds or 600 s of device time) and its stopping rule,
+warm-up, 600 s of device time, at most 40 rounds here: `--max-rounds`) and its stopping rule,
 `farm.analysis.paired.decided` under `PairedPolicy()` (alpha 1%, min effect 3%).
 
 1. Real host runs (measured). Two real models, `cnn192` (a MobileNetV2-style CNN at 192x192
