@@ -60,8 +60,9 @@ def test_kept_program_matches_onnx_runtime_int8(qdq: tuple[str, Path, Path]) -> 
     # node, or its fused QLinearConv/QGemm kernels) up to float summation order. That order can put
     # an activation on the other side of a rounding boundary: a step apart, not more.
     assert min(relative_error(as_written, kept), relative_error(fused, kept)) <= FP32_RELATIVE_TOLERANCE
-    for ort_int8 in (as_written, fused):
-        assert diff_output(ort_int8, kept).snr_db > 30.0, arch
+    # close to the execution it matches; ORT's two executions themselves differ by rounding steps
+    # (the per-channel encoder's fused kernels sit ~28 dB from the QDQ graph with this onnxruntime)
+    assert max(diff_output(ort_int8, kept).snr_db for ort_int8 in (as_written, fused)) > 30.0, arch
     reference = next(iter(ort_outputs(float_path, inputs).values()))
     quantization = diff_output(reference, kept)
     assert 10.0 < quantization.snr_db < 80.0, f"{arch}: {quantization.snr_db:.1f} dB against the float model"
