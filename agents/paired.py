@@ -16,8 +16,7 @@ import random
 import time
 from dataclasses import replace
 
-import numpy as np
-
+from ondevice_farm.analysis.latency import session_p50
 from ondevice_farm_agents.base import (
     DeviceAgent,
     DeviceRun,
@@ -27,10 +26,6 @@ from ondevice_farm_agents.base import (
     PairedTrace,
     RunRequest,
 )
-
-
-def session_p50(samples_ms: list[float]) -> float:
-    return float(np.percentile(samples_ms, 50))
 
 
 def run_paired_rounds(
@@ -43,6 +38,8 @@ def run_paired_rounds(
     candidate = replace(candidate, paired=None, profile_ops=False, repeats=1)
     began = time.monotonic()
     rounds: list[PairedRound] = []
+    #: (A p50, B p50) per round, what `decided` judges
+    pairs: list[tuple[float, float]] = []
     stopped = "max-rounds"
     while len(rounds) < plan.max_rounds:
         elapsed = time.monotonic() - began
@@ -56,7 +53,7 @@ def run_paired_rounds(
             agent.cancellation.check(unit.serial)
             samples[which] = list(agent.measure_session(unit, baseline if which == "A" else candidate))
         rounds.append(PairedRound(order, samples["A"], samples["B"], started_at, time.time()))
-        pairs = [(session_p50(r.baseline_samples_ms), session_p50(r.candidate_samples_ms)) for r in rounds]
+        pairs.append((session_p50(samples["A"]), session_p50(samples["B"])))
         if plan.decided is not None and len(rounds) >= plan.min_rounds and plan.decided(pairs):
             stopped = "decided"
             break

@@ -9,7 +9,7 @@ a repeat costs the interpreter start and the session, nothing more.
 stdin: a JSON object {model, providers, inputs (an .npz path), warmup, runs, threads, and
 optionally affinity (CPU numbers the process is pinned to before ONNX Runtime starts a thread)
 and spinning (bool: ONNX Runtime's session.intra_op.allow_spinning)};
-stdout: a JSON object {samples_ms: [...], load_ms, affinity: the CPUs the process ran on}.
+stdout: a JSON object {samples_ms: [...], load_ms}.
 """
 
 from __future__ import annotations
@@ -55,11 +55,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter_ns()
         session.run(names, inputs)
         samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
-    return {
-        "samples_ms": samples,
-        "load_ms": load_ns / NS_PER_MS,
-        "affinity": sorted(os.sched_getaffinity(0)),
-    }
+    return {"samples_ms": samples, "load_ms": load_ns / NS_PER_MS}
 
 
 def main() -> int:

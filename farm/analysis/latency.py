@@ -22,6 +22,11 @@ class LatencyStats:
     samples: tuple[float, ...]
 
 
+def session_p50(samples_ms: list[float]) -> float:
+    """One session's p50, the figure the session-level and paired tests compare."""
+    return float(np.percentile(samples_ms, 50))
+
+
 def latency_stats(samples_ms: list[float]) -> LatencyStats:
     if not samples_ms:
         raise ValueError("no timed runs: cannot compute latency statistics")

@@ -103,6 +103,11 @@ class PairedVerdict:
         }
 
 
+def stored_pairs(rounds: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(A p50, B p50) per round from a job document's `paired.rounds`."""
+    return [(float(r["baseline_p50_ms"]), float(r["candidate_p50_ms"])) for r in rounds]
+
+
 def log_ratios(pairs: Sequence[tuple[float, float]]) -> list[float]:
     """log(B/A) per round from (A p50, B p50) pairs."""
     return [math.log(b / a) for a, b in pairs]

@@ -9,30 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
 from ondevice_farm.cli.context import CliState, handles_errors
-from ondevice_farm.cli.output import json_default
+from ondevice_farm.cli.submit import StderrProgress
 from ondevice_farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS
 from ondevice_farm.errors import DeviceError, UsageError
+from ondevice_farm.json_values import json_default
 
 #: `farm compare` exits with this when B is slower than A on any pair
 EXIT_SLOWER = 1
 
 
-class CompareProgress:
-    """Progress on stderr, so stdout stays the table (or the one JSON document)."""
-
-    def __init__(self) -> None:
-        self.console = Console(stderr=True)
-        self.total = 0
-        self.done = 0
-
-    def stage(self, text: str) -> None:
-        self.console.print(f"[dim]{text}...[/dim]")
-
-    def jobs_started(self, total: int) -> None:
-        self.total = total
+class CompareProgress(StderrProgress):
+    """`farm submit`'s progress, each finished pair told by its verdict."""
 
     def job_finished(self, job: dict[str, Any]) -> None:
         self.done += 1

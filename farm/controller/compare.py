@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ondevice_farm.analysis.job import paired_document
 from ondevice_farm.analysis.paired import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
@@ -27,13 +28,14 @@ from ondevice_farm.analysis.paired import (
     decided,
     judge,
     rounds_to_decide,
+    stored_pairs,
 )
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS, FarmHome
 from ondevice_farm.controller.client import FleetClient, fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
 from ondevice_farm.controller.fleet import JobEvent
-from ondevice_farm.controller.pipeline import check_requests, compile_all, prepare_on
+from ondevice_farm.controller.pipeline import check_requests, compile_all, prepare_on, run_request
 from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.selection import DeviceSelector
 from ondevice_farm.controller.submission import Prepared, SubmitRequest, with_home_caches
@@ -41,7 +43,7 @@ from ondevice_farm.errors import FarmError, UsageError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.targets import Target
-from ondevice_farm_agents.base import DEFAULT_JOB_TIMEOUT_S, AgentSettings, PairedPlan, RunRequest
+from ondevice_farm_agents.base import AgentSettings, PairedPlan, RunRequest
 
 #: intra-op threads of a compare's sessions unless told: one thread has no scheduling between
 #: workers to vary from session to session (docs/benchmarks.md, "Noise controls")
@@ -196,38 +198,31 @@ def _submit_request(req: CompareRequest, path: Path) -> SubmitRequest:
     )
 
 
-def _run_request(
-    artifact: CompiledArtifact, prepared: Prepared, req: CompareRequest, affinity: tuple[int, ...] | None
+def _controlled(
+    submitted: SubmitRequest,
+    prepared: Prepared,
+    artifact: CompiledArtifact,
+    affinity: tuple[int, ...] | None,
+    spinning: bool | None,
 ) -> RunRequest:
-    return RunRequest(
-        artifact=artifact.path,
-        artifact_sha256=artifact.sha256,
-        target=artifact.target,
-        inputs=prepared.inputs,
-        warmup=req.warmup,
-        runs=req.runs,
-        profile_ops=False,
-        intra_op_threads=req.intra_op_threads,
-        timeout_s=DEFAULT_JOB_TIMEOUT_S,
-        io_names=artifact.io_names,
-        cpu_affinity=affinity,
-        allow_spinning=req.allow_spinning,
-    )
+    """Both models' sessions under the same controls, on the same (A's) inputs."""
+    request = run_request(submitted, prepared, artifact)
+    return dataclasses.replace(request, cpu_affinity=affinity, allow_spinning=spinning)
 
 
 def plan_pairs(
     req: CompareRequest,
-    a: Prepared,
-    b: Prepared,
+    submitted: SubmitRequest,
+    prepared: Prepared,
     compiled_a: dict[Target, CompiledArtifact | FarmError],
     compiled_b: dict[Target, CompiledArtifact | FarmError],
     profiles: dict[str, DeviceProfile],
     client: FleetClient,
     order_seed: int,
 ) -> list[PairJob]:
-    policy = PairedPolicy(req.alpha, req.min_effect).for_family(len(b.plan))
+    policy = PairedPolicy(req.alpha, req.min_effect).for_family(len(prepared.plan))
     pairs: list[PairJob] = []
-    for index, (selector, target) in enumerate(b.plan):
+    for index, (selector, target) in enumerate(prepared.plan):
         art_a, art_b = compiled_a.get(target), compiled_b.get(target)
         if not isinstance(art_a, CompiledArtifact) or not isinstance(art_b, CompiledArtifact):
             why = art_a if not isinstance(art_a, CompiledArtifact) else art_b
@@ -235,7 +230,7 @@ def plan_pairs(
             pairs.append(PairJob(selector, target, None, f"{which} did not compile: {why}"))
             continue
         affinity = resolve_affinity(req.cpu_affinity, profiles[selector.profile], req.intra_op_threads)
-        baseline = _run_request(art_a, b, req, affinity)
+        baseline = _controlled(submitted, prepared, art_a, affinity, req.allow_spinning)
         plan = PairedPlan(
             baseline=baseline,
             max_rounds=req.max_rounds,
@@ -244,7 +239,8 @@ def plan_pairs(
             decided=functools.partial(decided, policy=policy),
             min_rounds=policy.min_rounds,
         )
-        request = dataclasses.replace(_run_request(art_b, b, req, affinity), paired=plan)
+        candidate = _controlled(submitted, prepared, art_b, affinity, req.allow_spinning)
+        request = dataclasses.replace(candidate, paired=plan)
         spec = JobSpec(
             job_id=f"compare-{secrets.token_hex(4)}",
             selector=selector,
@@ -267,12 +263,8 @@ def pair_document(pair: PairJob, event: JobEvent | None, policy: PairedPolicy) -
     trace = event.run.paired
     if trace is None or not trace.rounds:
         return {**base, "unit": event.unit, "status": "failed", "verdict": "failed", "error": "no rounds"}
-    import numpy as np
-
-    pairs = [
-        (float(np.percentile(r.baseline_samples_ms, 50)), float(np.percentile(r.candidate_samples_ms, 50)))
-        for r in trace.rounds
-    ]
+    stored = paired_document(trace)
+    pairs = stored_pairs(stored["rounds"])
     verdict = judge(pairs, policy)
     doc: dict[str, Any] = {
         **base,
@@ -288,10 +280,7 @@ def pair_document(pair: PairJob, event: JobEvent | None, policy: PairedPolicy) -
         },
         "settings": {**trace.controls, "runs": pair.spec.request.runs, "warmup": pair.spec.request.warmup},
         "latency_source": event.run.latency_source,
-        "round_details": [
-            {"order": r.order, "baseline_p50_ms": a, "candidate_p50_ms": b, "started_at": r.started_at}
-            for r, (a, b) in zip(trace.rounds, pairs, strict=True)
-        ],
+        "round_details": stored["rounds"],
     }
     if verdict.verdict == "inconclusive":
         needed = rounds_to_decide(verdict, policy)
@@ -331,7 +320,7 @@ def run_compare(
         home.ensure()
         compiled_a = compile_all(requests[0], prep_a, home, progress)
         compiled_b = compile_all(requests[1], prep_b, home, progress)
-        pairs = plan_pairs(req, prep_a, prep_b, compiled_a, compiled_b, profiles, client, order_seed)
+        pairs = plan_pairs(req, requests[1], prep_b, compiled_a, compiled_b, profiles, client, order_seed)
         family = PairedPolicy(req.alpha, req.min_effect).for_family(len(pairs))
         events: dict[str, JobEvent] = {}
         runnable = [p.spec for p in pairs if p.spec is not None]

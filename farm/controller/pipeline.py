@@ -79,6 +79,26 @@ def compile_all(
     return compiled
 
 
+def run_request(request: SubmitRequest, prepared: Prepared, artifact: CompiledArtifact) -> RunRequest:
+    """What a unit is asked to do for one compiled artifact of a submission."""
+    return RunRequest(
+        artifact=artifact.path,
+        artifact_sha256=artifact.sha256,
+        target=artifact.target,
+        inputs=prepared.inputs,
+        warmup=request.warmup,
+        runs=request.runs,
+        repeats=request.repeats,
+        profile_ops=request.profile_ops,
+        intra_op_threads=request.intra_op_threads,
+        sustained_s=request.sustained_s,
+        sustained_window_s=request.sustained_window_s,
+        # the job's deadline grows with the sustained phase it asks for
+        timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
+        io_names=artifact.io_names,
+    )
+
+
 @dataclass
 class PlannedModel:
     """One model's jobs, ready for the fleet: compiled, with its reference outputs."""
@@ -140,22 +160,7 @@ def plan_model(
             JobSpec(
                 job_id=job_id,
                 selector=selector,
-                request=RunRequest(
-                    artifact=artifact.path,
-                    artifact_sha256=artifact.sha256,
-                    target=target,
-                    inputs=prepared.inputs,
-                    warmup=request.warmup,
-                    runs=request.runs,
-                    repeats=request.repeats,
-                    profile_ops=request.profile_ops,
-                    intra_op_threads=request.intra_op_threads,
-                    sustained_s=request.sustained_s,
-                    sustained_window_s=request.sustained_window_s,
-                    # the job's deadline grows with the sustained phase it asks for
-                    timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
-                    io_names=artifact.io_names,
-                ),
+                request=run_request(request, prepared, artifact),
                 artifact_blob=shipped[artifact.sha256],
                 expected_s=expected_s(base) if expected_s is not None else None,
                 max_attempts=request.max_attempts,

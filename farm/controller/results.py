@@ -9,6 +9,7 @@ back the same way. The fleet's history is then one store, whichever host submitt
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -79,14 +80,15 @@ class ControllerResults:
             self._store.close()
 
 
-class ForwardedStore:
+class ForwardedStore(ABC):
     """The store methods a run needs, each one `_call` to a store elsewhere: the controller's,
     through Ray (`ControllerStore`) or over its submit API (`ondevice_farm.api.store_client`)."""
 
     path: str
 
+    @abstractmethod
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        """Call `method` on the store elsewhere and return its result."""
 
     def start_run(self, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None) -> None:
         self._call("start_run", run_id, kind, document, suite=suite)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ondevice_farm.analysis.multiple import benjamini_hochberg
 from ondevice_farm.analysis.paired import METHOD as PAIRED_METHOD
-from ondevice_farm.analysis.paired import PairedPolicy, PairedVerdict, judge
+from ondevice_farm.analysis.paired import PairedPolicy, PairedVerdict, judge, stored_pairs
 from ondevice_farm.analysis.regression import (
     Finding,
     RegressionPolicy,
@@ -166,8 +166,7 @@ def _compare_one(
     rounds = (now.get("paired") or {}).get("rounds") or []
     if rounds and now.get("paired_baseline"):
         settings = now["paired_baseline"]
-        pairs = [(r["baseline_p50_ms"], r["candidate_p50_ms"]) for r in rounds]
-        entry.paired = judge(pairs, PairedPolicy(settings["alpha"], settings["min_effect"]))
+        entry.paired = judge(stored_pairs(rounds), PairedPolicy(settings["alpha"], settings["min_effect"]))
         entry.judged_by = "paired"
         entry.baseline_run = settings.get("run_id") or baseline_run
         return entry

@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from tests.fleet.conftest import only_loopback
+from tests.fleet.test_nightly_embedded import farm
 
 from .conftest import matmul_chain
 
-FARM = str(Path(sys.executable).parent / "farm")
 pytestmark = pytest.mark.slow
-
-
-def farm(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "FARM_SIMULATED_DEVICES")}
-    return subprocess.run(
-        [FARM, "--home", str(home), *args], env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 def test_a_changed_model_is_judged_beside_its_last_good_artifact(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 PLANTED_NODE = "square_overflows_fp16"
 
 
-def _save(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], path: Path, width: int) -> Path:
+def save_model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], path: Path, width: int) -> Path:
     graph = helper.make_graph(
         nodes,
         "diverging",
@@ -27,15 +27,15 @@ def _save(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], path: Path
     return path
 
 
-def _weights(width: int, seed: int) -> np.ndarray:
+def random_weights(width: int, seed: int) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)
 
 
 def overflowing_model(path: Path, width: int = 16) -> Path:
     """MatMul -> Relu -> x1000 -> square (1e6: past fp16's 65504) -> x1e-6 -> MatMul -> Tanh."""
     inits = [
-        numpy_helper.from_array(_weights(width, 1), "w1"),
-        numpy_helper.from_array(_weights(width, 2), "w2"),
+        numpy_helper.from_array(random_weights(width, 1), "w1"),
+        numpy_helper.from_array(random_weights(width, 2), "w2"),
         numpy_helper.from_array(np.array(1000.0, np.float32), "k_up"),
         numpy_helper.from_array(np.array(1e-6, np.float32), "k_down"),
         numpy_helper.from_array(np.full((width,), 0.5, np.float32), "bias"),
@@ -50,16 +50,16 @@ def overflowing_model(path: Path, width: int = 16) -> Path:
         helper.make_node("MatMul", ["h6", "w2"], ["h7"], name="fc2"),
         helper.make_node("Tanh", ["h7"], ["y"], name="squash"),
     ]
-    return _save(nodes, inits, path, width)
+    return save_model(nodes, inits, path, width)
 
 
 def steady_model(path: Path, width: int = 16, depth: int = 6) -> Path:
     """A plain MLP whose activations stay O(1): fp16 keeps it around 60 dB throughout."""
     inits, nodes, previous = [], [], "x"
     for i in range(depth):
-        inits.append(numpy_helper.from_array(_weights(width, 10 + i), f"w{i}"))
+        inits.append(numpy_helper.from_array(random_weights(width, 10 + i), f"w{i}"))
         out = "y" if i == depth - 1 else f"a{i}"
         nodes.append(helper.make_node("MatMul", [previous, f"w{i}"], [f"m{i}"], name=f"fc{i}"))
         nodes.append(helper.make_node("Tanh", [f"m{i}"], [out], name=f"act{i}"))
         previous = out
-    return _save(nodes, inits, path, width)
+    return save_model(nodes, inits, path, width)
