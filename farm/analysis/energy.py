@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ondevice_farm_agents.base import EnergyEstimate
+from ondevice_farm.measurement import EnergyEstimate
 
 #: µA x µV = pW; 1e9 pW = 1 mW
 PW_PER_MW = 1e9

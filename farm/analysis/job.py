@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ondevice_farm.analysis.energy import energy_document
+from ondevice_farm.analysis.latency import session_p50
 from ondevice_farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
 from ondevice_farm.analysis.sessions import sessions_document
 from ondevice_farm.analysis.sustained import sustained_document
@@ -17,8 +18,8 @@ from ondevice_farm.analysis.transfers import transfer_report
 from ondevice_farm.compile.placement import CPU_PROVIDERS
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.errors import DeviceError
+from ondevice_farm.measurement import DeviceRun, OpTiming, PairedTrace, Thermal
 from ondevice_farm.targets import Target
-from ondevice_farm_agents.base import DeviceRun, OpTiming, PairedTrace, Thermal
 
 BYTES_PER_MB = 1024 * 1024
 #: trace event args worth keeping; ORT adds per-thread scheduling stats we do not use
@@ -239,8 +240,8 @@ def paired_document(trace: PairedTrace) -> dict[str, Any]:
         "rounds": [
             {
                 "order": r.order,
-                "baseline_p50_ms": float(np.percentile(r.baseline_samples_ms, 50)),
-                "candidate_p50_ms": float(np.percentile(r.candidate_samples_ms, 50)),
+                "baseline_p50_ms": session_p50(r.baseline_samples_ms),
+                "candidate_p50_ms": session_p50(r.candidate_samples_ms),
                 "started_at": r.started_at,
             }
             for r in trace.rounds

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ondevice_farm_agents.base import OpTiming
+from ondevice_farm.measurement import OpTiming
 
 KERNEL_SUFFIX = "_kernel_time"
 

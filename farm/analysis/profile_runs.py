@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ondevice_farm.analysis.ort_profile import node_events, op_timings
-from ondevice_farm_agents.base import DeviceRun
+from ondevice_farm.measurement import DeviceRun
 
 RUN_EVENT = "model_run"
 #: runs left out of per-op means: the first, which warms the session up

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ondevice_farm_agents.base import SustainedTrace, SustainedWindow, TelemetrySample
+from ondevice_farm.measurement import SustainedTrace, SustainedWindow, TelemetrySample
 
 FIRST_SPAN_MAX_S = 60.0
 THROTTLE_LATENCY_RISE = 0.10

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ondevice_farm.compile.placement import CPU_PROVIDERS, Placement
-from ondevice_farm_agents.base import OpTiming
+from ondevice_farm.measurement import OpTiming
 
 COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 

@@ -41,8 +41,8 @@ from ondevice_farm.api.wire import (
     event_line,
     is_final,
 )
-from ondevice_farm.cli.output import json_default
 from ondevice_farm.errors import FarmError, UsageError
+from ondevice_farm.json_values import json_default
 
 log = logging.getLogger(__name__)
 

@@ -233,7 +233,7 @@ def error_json(exc: FarmError) -> dict[str, Any]:
 
 
 def event_line(kind: str, **fields: Any) -> bytes:
-    from ondevice_farm.cli.output import json_default
+    from ondevice_farm.json_values import json_default
 
     return (json.dumps({"event": kind, **fields}, default=json_default) + "\n").encode()
 

@@ -11,7 +11,7 @@ import click
 from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.layers import layer_request, print_layers
-from ondevice_farm.cli.output import json_default
+from ondevice_farm.json_values import json_default
 
 
 @click.command("diverge")
@@ -67,8 +67,9 @@ def diverge(
     """Per-layer error against the host reference for each job of RUN, and the first layer out of
     tolerance: measured for host jobs (and with --on-device for phone jobs, CoreML ones included),
     predicted for CoreML and fp16 phone jobs otherwise."""
-    from ondevice_farm.cli.runs import load_run, open_store
+    from ondevice_farm.cli.runs import open_store
     from ondevice_farm.reports.document import build_report
+    from ondevice_farm.run_reader import load_run
 
     with open_store(state) as store:
         run = load_run(store, run_id)

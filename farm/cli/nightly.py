@@ -14,9 +14,9 @@ import click
 
 from ondevice_farm.cli.agent import fleet_settings
 from ondevice_farm.cli.context import CliState, handles_errors
-from ondevice_farm.cli.output import json_default
 from ondevice_farm.cli.submit import StderrProgress
 from ondevice_farm.errors import UsageError
+from ondevice_farm.json_values import json_default
 
 #: `farm nightly` exits with this when a job regressed against the baseline
 EXIT_REGRESSION = 1

@@ -11,8 +11,8 @@ import click
 from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.layers import layer_request, print_layers
-from ondevice_farm.cli.output import json_default
 from ondevice_farm.cli.runs import ADDRESS_HELP
+from ondevice_farm.json_values import json_default
 
 
 @click.command("report")
@@ -72,8 +72,9 @@ def report(
     address: str | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
-    from ondevice_farm.cli.runs import load_run, open_store
+    from ondevice_farm.cli.runs import open_store
     from ondevice_farm.reports.document import build_report
+    from ondevice_farm.run_reader import load_run
 
     with open_store(state, address) as store:
         run = load_run(store, run_id)

@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import click
 from rich.table import Table
@@ -19,6 +18,7 @@ from ondevice_farm.controller.results import RunStore
 from ondevice_farm.errors import UsageError
 from ondevice_farm.reports.fit import fit_table
 from ondevice_farm.reports.terminal import stdout_console
+from ondevice_farm.run_reader import load_run
 from ondevice_farm.store import ResultsStore, store_exists
 
 ADDRESS_HELP = (
@@ -55,26 +55,6 @@ def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore
 
 
 #: the run id that names the newest stored run, so a command can be written before its run exists
-LATEST_RUN = "latest"
-
-
-def resolve_run(store: RunStore, run_id: str) -> str:
-    """A run id, a unique prefix of one, or `latest`."""
-    if run_id == LATEST_RUN:
-        newest = store.runs(limit=1)
-        if not newest:
-            raise UsageError("no runs stored yet", hint="run `farm submit` first")
-        return newest[0].run_id
-    return store.resolve_run_id(run_id)
-
-
-def load_run(store: RunStore, run_id: str) -> dict[str, Any]:
-    row = store.run(resolve_run(store, run_id))
-    document = dict(row.document)
-    document.update(
-        status=row.status, created_at=row.created_at, finished_at=row.finished_at, jobs=store.jobs(row.run_id)
-    )
-    return document
 
 
 @click.command()

@@ -14,7 +14,6 @@ from rich.console import Console
 from ondevice_farm.analysis.reference_state import FAILED, reference_state
 from ondevice_farm.api.wire import SubmitOptions
 from ondevice_farm.cli.context import CliState, handles_errors
-from ondevice_farm.cli.output import json_default
 from ondevice_farm.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PLACEMENT_DEADLINE_S,
@@ -25,6 +24,7 @@ from ondevice_farm.config import (
     DEFAULT_WARMUP_RUNS,
 )
 from ondevice_farm.errors import ReferenceCheckError, UsageError
+from ondevice_farm.json_values import json_default
 
 
 class StderrProgress:

@@ -48,9 +48,9 @@ def _index(store_path: StoreLocation) -> str:
 
 
 def _report(store_path: StoreLocation, artifacts_root: Path, run_id: str, against_id: str | None) -> str:
-    from ondevice_farm.cli.runs import load_run
     from ondevice_farm.reports.document import build_report
     from ondevice_farm.reports.html import render_report
+    from ondevice_farm.run_reader import load_run
     from ondevice_farm.store import ResultsStore
 
     with ResultsStore(store_path) as store:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ondevice_farm.cli.runs import load_run
 from ondevice_farm.reports.html import render_html
+from ondevice_farm.run_reader import load_run
 from ondevice_farm.store import ResultsStore
 from tests.report.chromium import CHROMIUM, open_page
 from tests.report.conftest import TINYNET, HostRuns
