@@ -13,12 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ondevice_farm.controller.results import RunStore
+from ondevice_farm.controller.results import RunStore, controller_identity
 from ondevice_farm.store import ResultsStore
-
-
-def controller_identity() -> dict[str, Any]:
-    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
 def _alive(pid: int) -> bool:

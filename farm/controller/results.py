@@ -8,6 +8,8 @@ back the same way. The fleet's history is then one store, whichever host submitt
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -66,8 +68,6 @@ class ControllerResults:
         if method == "start_run":
             # The run is the controller's now: a restarted `farm serve` finds it "running" under
             # this (dead) process and marks it interrupted. The submitter is kept for the record.
-            from ondevice_farm.controller.recording import controller_identity
-
             run_id, kind, document = args[:3]
             submitter = document.get("controller")
             document = {**document, "controller": controller_identity(), "submitter": submitter}
@@ -78,6 +78,11 @@ class ControllerResults:
     def close(self) -> None:
         with self._lock:
             self._store.close()
+
+
+def controller_identity() -> dict[str, Any]:
+    """Who owns a run while it is written: a restarted controller marks a dead owner's runs."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
 class ForwardedStore(ABC):
