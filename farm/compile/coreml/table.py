@@ -8,6 +8,7 @@ from ondevice_farm.compile.coreml.lower_index import INDEX_LOWERINGS
 from ondevice_farm.compile.coreml.lower_nn import NN_LOWERINGS
 from ondevice_farm.compile.coreml.lower_norm import NORM_LOWERINGS
 from ondevice_farm.compile.coreml.lower_quant import QUANT_LOWERINGS
+from ondevice_farm.compile.coreml.lower_recurrent import RECURRENT_LOWERINGS
 from ondevice_farm.compile.coreml.lower_tensor import TENSOR_LOWERINGS
 from ondevice_farm.compile.coreml.lowering import LowerFn
 
@@ -22,4 +23,5 @@ def lowering_table() -> dict[str, LowerFn]:
         **INDEX_LOWERINGS,
         **QUANT_LOWERINGS,
         **TRANSFORMER_LOWERINGS,
+        **RECURRENT_LOWERINGS,
     }
