@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ondevice_farm.cli.context import CliState
 from ondevice_farm.errors import UsageError
+from ondevice_farm.targets_on_host import FP16_ORT_TARGETS, predicted_on_host
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -13,8 +14,6 @@ if TYPE_CHECKING:
     from ondevice_farm.analysis.divergence import DivergenceCurve
     from ondevice_farm.reports.document import LayerRequest
 
-#: ONNX Runtime accelerators that may compute in fp16, predicted as fp16 storage on the host
-FP16_ORT_TARGETS = ("ort/nnapi", "ort/xnnpack", "ort/qnn", "ort/cuda")
 #: rows of each job's table shown in the terminal (the HTML report shows more)
 TERMINAL_ROWS = 8
 
@@ -23,8 +22,9 @@ def layer_request(state: CliState, budget: int, predict: str | None = None) -> L
     from ondevice_farm.reports.document import LayerRequest
     from ondevice_farm.targets import parse_targets
 
-    targets = tuple(t.name for t in parse_targets(predict) or [])
-    wrong = [t for t in targets if not (t.startswith("coreml/") or t in FP16_ORT_TARGETS)]
+    asked = parse_targets(predict) or []
+    targets = tuple(t.name for t in asked)
+    wrong = [t.name for t in asked if not predicted_on_host(t)]
     if wrong:
         raise UsageError(
             f"cannot predict {', '.join(wrong)} on the host",

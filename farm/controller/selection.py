@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ondevice_farm.errors import UsageError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.targets import Target
+from ondevice_farm.targets_on_host import host_commands
 from ondevice_farm_agents.base import DeviceUnit
 
 
@@ -60,4 +61,7 @@ def check_targets(
     for target in wanted:
         if not any(profiles[s.profile].supports(target) for s in selectors):
             supported = sorted({t.name for s in selectors for t in profiles[s.profile].targets})
-            raise UsageError(f"no selected device supports {target}; they support: {', '.join(supported)}")
+            raise UsageError(
+                f"no selected device supports {target}; they support: {', '.join(supported)}",
+                hint=host_commands(target),
+            )
