@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ondevice_farm.compile.coreml.lower_attention import TRANSFORMER_LOWERINGS
+from ondevice_farm.compile.coreml.lower_einsum import EINSUM_LOWERINGS
 from ondevice_farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
 from ondevice_farm.compile.coreml.lower_index import INDEX_LOWERINGS
 from ondevice_farm.compile.coreml.lower_nn import NN_LOWERINGS
@@ -24,4 +25,5 @@ def lowering_table() -> dict[str, LowerFn]:
         **QUANT_LOWERINGS,
         **TRANSFORMER_LOWERINGS,
         **RECURRENT_LOWERINGS,
+        **EINSUM_LOWERINGS,
     }
