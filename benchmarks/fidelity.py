@@ -238,6 +238,8 @@ def main(models: list[Path], threads_list: list[int | None], rounds: int, runs: 
                     if farm_first:
                         bare = bare_p50(model, npz, threads, runs)
                     job = document["jobs"][0]
+                    if "latency_ms" not in job:
+                        raise SystemExit(f"the farm's job on {model.name} failed: {job.get('error', job)}")
                     farms.append(job["latency_ms"]["p50"])
                     bares.append(bare)
                     ratios.append(job["latency_ms"]["p50"] / bare)
