@@ -18,6 +18,17 @@ from ondevice_farm.controller.ray_auth import read_token, submitter_instructions
 STATUS_EVERY_S = 60.0
 
 
+def farm_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ondevice_farm.errors import DISTRIBUTION
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "unknown"
+
+
 def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
     import ray
 
@@ -97,6 +108,13 @@ def serve(
     import ray
 
     from ondevice_farm.api.blobs import BlobStore
+    from ondevice_farm.api.local_controller import (
+        CONTROLLER_FILE,
+        forget_controller,
+        new_record,
+        reachable_url,
+        record_controller,
+    )
     from ondevice_farm.api.server import start_api_server
     from ondevice_farm.api.submissions import SubmissionService
     from ondevice_farm.controller.client import FleetStateClient
@@ -154,9 +172,16 @@ def serve(
             )
         for thread in threads:
             thread.start()
+        # a plain `farm submit` with this farm directory finds the API here (nothing secret in it)
+        record = home.root / CONTROLLER_FILE
+        record_controller(record, new_record(reachable_url(api.host, api.port), location, farm_version()))
         where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"
         click.echo(f"farm controller serving on {where}; store {store.path}", err=True)
-        click.echo(f"submit API on {api.url}: `farm submit MODEL --address {api.url}`", err=True)
+        click.echo(
+            f"submit API on {api.url}: a plain `farm submit MODEL` with the farm directory {home.root} "
+            f"uses it; from elsewhere `farm submit MODEL --address {api.url}`",
+            err=True,
+        )
         loopback_only = address is None and (node_ip or DEFAULT_BIND_ADDRESS).startswith("127.")
         click.echo(
             submitter_instructions(address or ray.get_runtime_context().gcs_address, loopback_only), err=True
@@ -172,6 +197,7 @@ def serve(
                     err=True,
                 )
         finally:
+            forget_controller(record, os.getpid())
             api.stop()
             if metrics is not None:
                 metrics.stop()

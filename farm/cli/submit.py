@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -25,6 +25,9 @@ from ondevice_farm.config import (
 )
 from ondevice_farm.errors import ReferenceCheckError, UsageError
 from ondevice_farm.json_values import json_default
+
+if TYPE_CHECKING:
+    from ondevice_farm.api.client import ApiTarget
 
 
 class StderrProgress:
@@ -127,6 +130,12 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     help="A running `farm serve`: its submit API, http://HOST:PORT (the fast path), or its Ray "
     "address, HOST:PORT (default: $RAY_ADDRESS, else an embedded local Ray).",
 )
+@click.option(
+    "--embedded",
+    is_flag=True,
+    help="Run here with an embedded Ray even when a `farm serve` of this farm directory is up "
+    "(without --address a plain submit uses that controller: no Ray start, about 0.3 s).",
+)
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
 @click.option(
     "--attempts",
@@ -179,6 +188,7 @@ def submit(
     coreml_precision: str,
     coreml_quantization: str,
     address: str | None,
+    embedded: bool,
     adb: tuple[str, ...],
     attempts: int,
     placement_deadline_s: float,
@@ -209,6 +219,11 @@ def submit(
         sustained_window_s=sustained_window_s,
     )
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if embedded and address is not None:
+        raise UsageError(
+            "--embedded runs the submission here; --address (or $RAY_ADDRESS) sends it to a controller",
+            hint="give one of them",
+        )
     if is_api_address(address):
         assert address is not None
         if adb:
@@ -216,7 +231,9 @@ def submit(
                 "--adb attaches units to an embedded fleet; a controller's units are its agents'",
                 hint="run `farm agent` on the host the phone is attached to",
             )
-        document = _submit_over_api(address, model, options, inputs_npz, reference_model)
+        document = _submit_over_api(_api_target(address), model, options, inputs_npz, reference_model)
+    elif address is None and not embedded and not adb and (local := _local_controller(state, model)):
+        document = _submit_over_api(local, model, options, inputs_npz, reference_model)
     else:
         document = _submit_here_or_over_ray(state, address, adb, model, options, inputs_npz, reference_model)
     if as_json:
@@ -232,18 +249,55 @@ def submit(
         raise mismatch
 
 
+def _api_target(address: str) -> ApiTarget:
+    from ondevice_farm.api.client import target_for
+
+    return target_for(address)
+
+
+def _local_controller(state: CliState, model: Path) -> ApiTarget | None:
+    """The `farm serve` this farm directory records, when it is up and takes this host's token
+    (said in one stderr line, as is a record that cannot be used); None: run embedded."""
+    from ondevice_farm.api.local_controller import CONTROLLER_FILE, find_local_controller, local_token
+
+    record = state.home.root / CONTROLLER_FILE
+    if not record.exists() or model.is_dir():  # the API takes files; a .mlpackage goes through Ray
+        return None
+    try:
+        token = local_token()
+    except OSError as exc:
+        click.echo(
+            f"farm: cannot read this host's Ray token ({exc.strerror}) for the farm controller in {record}: "
+            "running here, with an embedded Ray",
+            err=True,
+        )
+        return None
+    found = find_local_controller(record, state.store, token)
+    if found.controller is None:
+        if found.why_not:
+            click.echo(f"farm: {found.why_not}", err=True)
+        return None
+    from ondevice_farm.api.client import ApiTarget
+
+    click.echo(
+        f"farm: submitting to the farm controller at {found.controller.url} (`farm serve`, pid "
+        f"{found.controller.pid}); --embedded runs it here instead",
+        err=True,
+    )
+    return ApiTarget(url=found.controller.url, token=token)
+
+
 def _submit_over_api(
-    address: str,
+    target: ApiTarget,
     model: Path,
     options: SubmitOptions,
     inputs_npz: Path | None,
     reference_model: Path | None,
 ) -> dict[str, Any]:
     """To a running `farm serve`'s submit API: no Ray here, the controller does the work."""
-    from ondevice_farm.api.client import submit_over_api, target_for
+    from ondevice_farm.api.client import submit_over_api
     from ondevice_farm.controller.cluster import sigterm_as_interrupt
 
-    target = target_for(address)
     # SIGTERM ends it as Ctrl-C does: the connection closes, the controller cancels
     with sigterm_as_interrupt():
         return submit_over_api(target, model, options, StderrProgress(), inputs_npz, reference_model)
