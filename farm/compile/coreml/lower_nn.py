@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ondevice_farm.compile.coreml.lower_pool_window import lower_windowed_avg_pool, lower_windowed_max_pool
 from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
@@ -136,10 +137,11 @@ def _conv_transpose_pads(
 def _pool(mil_op: str) -> LowerFn:
     def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         attrs = lw.attrs(node)
-        if len(node.output) > 1 and node.output[1]:
-            raise NotLowerable("the MaxPool Indices output is not supported")
-        if any(int(d) != 1 for d in attrs.get("dilations", [])):
-            raise NotLowerable("dilated pooling is not supported")
+        indices = len(node.output) > 1 and bool(node.output[1])
+        if indices or any(int(d) != 1 for d in attrs.get("dilations", [])):
+            # MIL's pooling has no dilations and no indices: spelt out per kernel cell
+            spelt_out = lower_windowed_max_pool if mil_op == "max_pool" else lower_windowed_avg_pool
+            return spelt_out(lw, node)
         kernel = [int(k) for k in attrs["kernel_shape"]]
         spatial = len(kernel)
         pad_type, pad = conv_padding(attrs, spatial)
