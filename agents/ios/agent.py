@@ -289,9 +289,14 @@ def request_io_names(request: RunRequest) -> IoNameMap | None:
 
 def _device_run(outcome: JobOutcome) -> DeviceRun:
     result = outcome.result
+    load = (
+        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms"
+        if result.compile_ms is not None
+        else f"load = load {result.load_ms:.1f} ms (the runner timed no compile step)"
+    )
     notes = [
-        f"load = compile {result.compile_ms:.1f} ms + load {result.load_ms:.1f} ms; warm load = a second "
-        f"load of the compiled model, the first still loaded (no compile): {result.warm_load_ms:.1f} ms",
+        f"{load}; warm load = a second load of the compiled model, the first still loaded "
+        f"(no compile): {result.warm_load_ms:.1f} ms",
         f"thermal wait {result.thermal_waited_ms:.0f} ms before the job",
     ]
     median_ms = statistics.median(result.samples_ms) if result.samples_ms else result.first_inference_ms
@@ -312,7 +317,7 @@ def _device_run(outcome: JobOutcome) -> DeviceRun:
     if result.plan_note:
         notes.append(f"no per-op placement: {result.plan_note}")
     return DeviceRun(
-        load_ms=result.compile_ms + result.load_ms,
+        load_ms=(result.compile_ms or 0.0) + result.load_ms,
         first_inference_ms=result.first_inference_ms,
         samples_ms=list(result.samples_ms),
         outputs=outcome.outputs,

@@ -137,7 +137,8 @@ class RunnerResult:
     job_id: str
     runner: str
     os_version: str
-    compile_ms: float
+    #: None: the runner timed no compile step (the host stand-in running an .onnx model)
+    compile_ms: float | None
     load_ms: float
     #: a second load of the compiled model, the first still loaded (caches warm)
     warm_load_ms: float
@@ -158,6 +159,10 @@ class RunnerResult:
     sustained_span_unix_s: tuple[float, float] | None = None
     #: the result's `sustained` object as written (`ondevice_farm_agents.ios.sustained` reads it)
     sustained: dict[str, Any] | None = None
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _span(value: Any) -> tuple[float, float] | None:
@@ -195,7 +200,7 @@ def parse_result(raw: bytes, job_id: str, where: str) -> RunnerResult:
         job_id=job_id,
         runner=f"{runner['name']} {runner['version']}",
         os_version=runner["os_version"],
-        compile_ms=float(document["timings_ms"]["compile"]),
+        compile_ms=_number(document["timings_ms"].get("compile")),
         load_ms=float(document["timings_ms"]["load"]),
         warm_load_ms=float(document["timings_ms"]["warm_load"]),
         first_inference_ms=float(document["timings_ms"]["first_inference"]),

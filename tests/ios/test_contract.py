@@ -36,6 +36,15 @@ def test_the_example_result_reads_as_timings_outputs_and_placement() -> None:
     assert (result.thermal_before, result.thermal_after) == ("nominal", "fair")
 
 
+def test_a_result_that_timed_no_compile_reads_as_none_not_zero() -> None:
+    document = example("example-result.json")
+    del document["timings_ms"]["compile"]
+
+    result = parse_result(json.dumps(document).encode(), "3f9c2a7b1d0e4c55", "phone")
+
+    assert (result.compile_ms, result.load_ms) == (None, 96.3)
+
+
 @pytest.mark.parametrize(
     ("change", "where"),
     [
