@@ -29,7 +29,15 @@ from ondevice_farm.store_sql import (
     store_exists,
 )
 
-__all__ = ["MIGRATIONS", "ResultsStore", "RunRow", "StoreLocation", "new_run_id", "store_exists"]
+__all__ = [
+    "MIGRATIONS",
+    "JobSummary",
+    "ResultsStore",
+    "RunRow",
+    "StoreLocation",
+    "new_run_id",
+    "store_exists",
+]
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -108,6 +116,23 @@ class RunRow:
     suite: str | None
     status: str
     document: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One stored job as `farm gc` sees it (`ResultsStore.job_summaries`)."""
+
+    run_id: str
+    job_id: str
+    model_name: str
+    model_sha256: str
+    device: str
+    target: str
+    status: str
+    finished_at: float
+    document_bytes: int
+    #: the values at the paths asked for, in their order (None where absent)
+    values: list[Any]
 
 
 class ResultsStore:
@@ -365,6 +390,52 @@ class ResultsStore:
                 (time.time(), run_id),
             )
         return bool(cursor.rowcount > 0)
+
+    # -- retention (`farm gc`, farm/gc/) ---------------------------------------------------
+
+    def job_summaries(self, paths: tuple[str, ...]) -> list[JobSummary]:
+        """Every job's row with the values at `paths` of its document and the document's length,
+        parsed in the database: what `farm gc` weighs, without reading whole documents."""
+        expression, args = self._db.json_values(paths) if paths else ("NULL", [])
+        rows = self._db.execute(
+            "SELECT run_id, job_id, model_name, model_sha256, device, target, status, finished_at,"
+            f" LENGTH(document), {expression} FROM jobs",
+            args,
+        ).fetchall()
+        return [
+            JobSummary(
+                str(r[0]),
+                str(r[1]),
+                str(r[2]),
+                str(r[3]),
+                str(r[4]),
+                str(r[5]),
+                str(r[6]),
+                float(r[7]),
+                int(r[8]),
+                decode_values(r[9])[: len(paths)] if paths else [],
+            )
+            for r in rows
+        ]
+
+    def delete_runs(self, run_ids: list[str]) -> int:
+        """Remove runs and their jobs in one transaction; a run still running is never removed.
+        How many runs went."""
+        removed = 0
+        with self._transaction() as db:
+            for start in range(0, len(run_ids), 500):
+                chunk = run_ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                db.execute(
+                    f"DELETE FROM jobs WHERE run_id IN ({marks}) AND run_id IN"
+                    " (SELECT run_id FROM runs WHERE status <> 'running')",
+                    chunk,
+                )
+                cursor = db.execute(
+                    f"DELETE FROM runs WHERE run_id IN ({marks}) AND status <> 'running'", chunk
+                )
+                removed += int(cursor.rowcount)
+        return removed
 
     def jobs_version(self) -> tuple[int, int]:
         """Changes whenever a job is added or removed: (number of jobs, largest rowid)."""

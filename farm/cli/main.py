@@ -26,6 +26,7 @@ COMMANDS = {
     "serve": "ondevice_farm.cli.serve:serve",
     "nightly": "ondevice_farm.cli.nightly:nightly",
     "compare": "ondevice_farm.cli.compare:compare",
+    "gc": "ondevice_farm.cli.gc:gc",
 }
 
 

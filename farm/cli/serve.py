@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -12,6 +13,7 @@ import click
 from ondevice_farm.api.wire import DEFAULT_API_HOST, DEFAULT_API_PORT
 from ondevice_farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
 from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.gc import policy_from, policy_options
 from ondevice_farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
 from ondevice_farm.controller.ray_auth import read_token, submitter_instructions, use_local_token
 
@@ -91,6 +93,12 @@ def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
     show_default=True,
     help="Drop the queued jobs of a submitter silent for this many seconds (killed).",
 )
+@click.option(
+    "--gc-every",
+    envvar="FARM_GC_EVERY",
+    help="Run `farm gc` on this schedule (e.g. 6h, 24h) with the --gc-* policy; default: never.",
+)
+@policy_options("gc-")
 @click.pass_obj
 @handles_errors
 def serve(
@@ -103,6 +111,10 @@ def serve(
     api_port: int,
     simulated: int | None,
     submitter_timeout_s: float,
+    gc_every: str | None,
+    keep_runs: int,
+    keep_days: float,
+    max_bytes: str | None,
 ) -> None:
     """Run the farm controller: the device registry, the job queue, /metrics."""
     import ray
@@ -121,6 +133,8 @@ def serve(
     from ondevice_farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
     from ondevice_farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
     from ondevice_farm.controller.recording import interrupt_orphans
+    from ondevice_farm.durations import parse_duration_s
+    from ondevice_farm.gc.schedule import DEFAULT_GC_INTERVAL_S, GcSchedule
     from ondevice_farm.store import ResultsStore
 
     address = address or os.environ.get("RAY_ADDRESS") or None
@@ -128,6 +142,8 @@ def serve(
     log_to_stderr()
     home = state.home.ensure()
     location = state.store
+    gc_policy = policy_from(keep_runs, keep_days, max_bytes)
+    gc_every_s = parse_duration_s(gc_every, "--gc-every") if gc_every else DEFAULT_GC_INTERVAL_S
     with ResultsStore(location) as store:
         for run_id in interrupt_orphans(store):
             click.echo(
@@ -156,6 +172,7 @@ def serve(
             )
         metrics = None
         if metrics_port is not None:
+            from ondevice_farm.metrics.disk import DiskUsage
             from ondevice_farm.metrics.server import start_metrics_server
             from ondevice_farm.reports.web import RUNS_PATH, reports_app
 
@@ -165,6 +182,7 @@ def serve(
                 metrics_port,
                 FleetStateClient(fleet),
                 others=reports_app(location, home.artifacts),
+                disk=DiskUsage(home),
             )
             click.echo(
                 f"metrics on {metrics.url}; run reports on {metrics.url.removesuffix('/metrics')}{RUNS_PATH}",
@@ -172,6 +190,10 @@ def serve(
             )
         for thread in threads:
             thread.start()
+        schedule = None
+        if gc_every_s > 0:
+            log = functools.partial(click.echo, err=True)
+            schedule = GcSchedule(home, location, gc_policy, gc_every_s, log).start()
         # a plain `farm submit` with this farm directory finds the API here (nothing secret in it)
         record = home.root / CONTROLLER_FILE
         record_controller(record, new_record(reachable_url(api.host, api.port), location, farm_version()))
@@ -197,6 +219,8 @@ def serve(
                     err=True,
                 )
         finally:
+            if schedule is not None:
+                schedule.stop()
             forget_controller(record, os.getpid())
             api.stop()
             if metrics is not None:

@@ -38,6 +38,7 @@ from ondevice_farm.controller.submission import (
     with_home_caches,
 )
 from ondevice_farm.errors import FarmError
+from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.reference import reference_model_entry, reference_outputs
@@ -227,6 +228,12 @@ def run_planned(
         progress.job_finished(doc)
 
 
+def planned_artifacts(planned: list[PlannedModel]) -> set[str]:
+    """The sha256 of every artifact the planned jobs use: source models and compiled artifacts."""
+    compiled = {artifact.sha256 for p in planned for _, artifact in p.bases.values()}
+    return {p.prepared.info.sha256 for p in planned} | compiled
+
+
 def check_requests(
     requests: list[SubmitRequest], profiles: dict[str, DeviceProfile], settings: AgentSettings
 ) -> tuple[list[Prepared | None], tuple[str, ...]]:
@@ -294,15 +301,19 @@ def submit_on(
     home.ensure()
     run_id = new_run_id()
     document = run_document(run_id, request, prepared)
-    planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
-    if prepared.torch is not None:
-        progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
-        document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
-    with (
-        run_store(client.embedded, client.fleet, store or home.store_path) as results,
-        recorded_run(results, run_id, "submit", document) as rec,
-    ):
-        run_planned([planned], client, rec, progress)
+    # `farm gc` leaves what the run uses alone until its jobs are stored (farm/gc/leases.py)
+    with LeaseBook(home.root).lease() as lease:
+        with lease.placing():
+            planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
+            lease.hold_artifacts(home.artifacts, planned_artifacts([planned]))
+        if prepared.torch is not None:
+            progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
+            document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
+        with (
+            run_store(client.embedded, client.fleet, store or home.store_path) as results,
+            recorded_run(results, run_id, "submit", document) as rec,
+        ):
+            run_planned([planned], client, rec, progress)
     document.update(status=rec.status, jobs=rec.jobs)
     return document
 

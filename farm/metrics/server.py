@@ -19,6 +19,7 @@ from prometheus_client.exposition import ThreadingWSGIServer
 
 from ondevice_farm.errors import UsageError
 from ondevice_farm.metrics.collector import FarmCollector
+from ondevice_farm.metrics.disk import DiskUsage, WithDiskUsage
 from ondevice_farm.metrics.exposition import CachedExposition
 from ondevice_farm.metrics.fleet_state import FleetStateSource
 from ondevice_farm.store_sql import StoreLocation
@@ -92,13 +93,16 @@ def start_metrics_server(
     port: int = DEFAULT_METRICS_PORT,
     fleet: FleetStateSource | None = None,
     others: WsgiApp | None = None,
+    disk: DiskUsage | None = None,
 ) -> MetricsServer:
-    """Serve `farm_*` metrics of the store at `store_path` (and `fleet`, when given) on host:port.
+    """Serve `farm_*` metrics of the store at `store_path` (and `fleet`, and the farm directory's
+    `disk` use, when given) on host:port.
 
     Port 0 picks a free port; the returned server's `.port` says which.
     """
     collector = FarmCollector(store_path, fleet)
-    app = metrics_app(CachedExposition(collector), others)
+    exposition = CachedExposition(collector)
+    app = metrics_app(exposition if disk is None else WithDiskUsage(exposition, disk), others)
 
     class Server(ThreadingWSGIServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET

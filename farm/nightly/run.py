@@ -8,6 +8,7 @@ baselines' durations also order this run's queue longest first.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,13 @@ from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.client import fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
-from ondevice_farm.controller.pipeline import check_requests, plan_model, prepare_on, run_planned
+from ondevice_farm.controller.pipeline import (
+    check_requests,
+    plan_model,
+    planned_artifacts,
+    prepare_on,
+    run_planned,
+)
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import RunStore, run_store
 from ondevice_farm.controller.submission import (
@@ -23,6 +30,7 @@ from ondevice_farm.controller.submission import (
     run_document,
     with_home_caches,
 )
+from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from ondevice_farm.nightly.paired import attach_baselines
 from ondevice_farm.nightly.suite import Suite
@@ -117,7 +125,10 @@ def run_nightly(
         prepared = prepare_on(client, requests, checked, profiles)
         home.ensure()
         run_id = new_run_id()
-        with run_store(client.embedded, client.fleet, store_location or home.store_path) as store:
+        with (
+            ExitStack() as stack,
+            run_store(client.embedded, client.fleet, store_location or home.store_path) as store,
+        ):
             history = load_history(store, suite.name, baseline)
             durations = {
                 key: runs[-1][1]["duration_s"]
@@ -128,13 +139,23 @@ def run_nightly(
             def expected(base: dict[str, Any]) -> float | None:
                 return durations.get(job_key(base))
 
-            planned = [
-                plan_model(r, p, run_id, home=home, client=client, progress=progress, expected_s=expected)
-                for r, p in zip(requests, prepared, strict=True)
-            ]
-            paired = attach_baselines(
-                planned, history.series, ArtifactStore(home.artifacts), client, suite.policy
-            )
+            # `farm gc` leaves tonight's artifacts and the baselines' alone until the jobs are stored
+            lease = stack.enter_context(LeaseBook(home.root).lease())
+            with lease.placing():
+                planned = [
+                    plan_model(r, p, run_id, home=home, client=client, progress=progress, expected_s=expected)
+                    for r, p in zip(requests, prepared, strict=True)
+                ]
+                paired = attach_baselines(
+                    planned, history.series, ArtifactStore(home.artifacts), client, suite.policy
+                )
+                baselines = {
+                    s.request.paired.baseline.artifact_sha256
+                    for p in planned
+                    for s in p.specs
+                    if s.request.paired
+                }
+                lease.hold_artifacts(home.artifacts, planned_artifacts(planned) | baselines)
             if paired:
                 progress.stage(f"{paired} changed job(s) run beside their last good artifact, interleaved")
             document = {
