@@ -24,10 +24,7 @@ MUST_MATCH = (Path(__file__).parent / "conformance_cases.txt").read_text().split
 
 #: outside the lowering's documented limits: each must be one CompileError naming the reason
 MUST_REFUSE = {
-    "test_resize_upsample_scales_cubic": "cubic",
     "test_wrap_pad": "'wrap'",
-    "test_resize_downsample_scales_linear": "whole output size",
-    "test_resize_tf_crop_and_resize": "tf_crop_and_resize",
     "test_unsqueeze_three_axes": "rank <= 5",
 }
 

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 
 from ondevice_farm.compile.coreml.lower_pool_window import lower_windowed_avg_pool, lower_windowed_max_pool
+from ondevice_farm.compile.coreml.lower_resize import lower_resize_by_matrices
 from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
@@ -232,6 +233,15 @@ def _is_row(c: np.ndarray) -> bool:
 
 
 def lower_resize(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    try:
+        return _resize_by_upsample(lw, node)
+    except NotLowerable:
+        # beyond MIL's upsample ops (cubic, any scale, other coordinate modes, crops, any axis):
+        # one interpolation matrix per resized axis
+        return lower_resize_by_matrices(lw, node)
+
+
+def _resize_by_upsample(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
     if len(x.shape) == 3:
         # 1-D resize (audio, sequences): as a 2-D one over a height of 1
