@@ -15,7 +15,11 @@ from ondevice_farm.errors import ProfileError, UsageError
 from ondevice_farm.targets import KNOWN_TARGETS, Target
 
 PLATFORMS = ("host", "android", "ios", "simulated")
-DEFAULT_PROFILES_DIR = Path(__file__).resolve().parent.parent / "device_profiles"
+#: a wheel carries the profiles inside the package (setup.py's build_py copies them there); a
+#: source checkout reads the repository's own `device_profiles/`, so an edit there counts at once
+PACKAGED_PROFILES_DIR = Path(__file__).resolve().parent / "device_profiles"
+CHECKOUT_PROFILES_DIR = Path(__file__).resolve().parent.parent / "device_profiles"
+DEFAULT_PROFILES_DIR = PACKAGED_PROFILES_DIR if PACKAGED_PROFILES_DIR.is_dir() else CHECKOUT_PROFILES_DIR
 DEFAULT_COOLDOWN_S = 0.0
 
 

@@ -2,6 +2,7 @@
 
     python -m ondevice_farm_agents.android.native_build fetch           # downloads only (network)
     python -m ondevice_farm_agents.android.native_build build [TARGET]  # linux-x86_64 (default) or -aarch64
+        [--build-root DIR] [--cache-dir DIR]
 
 What it needs and where it comes from:
 - ONNX Runtime's C headers: `headers/` of the official Android AAR, which the npm package
@@ -12,8 +13,9 @@ What it needs and where it comes from:
   `g++-aarch64-linux-gnu`; the result runs under `qemu-aarch64 -L /usr/aarch64-linux-gnu`.
 
 Downloads are kept in `cache_dir` (default `~/.cache/farm/native`), builds in `<repo>/build/native/
-<target>/runner/` (the binary and the library under its SONAME), rebuilt only when the sources, the
-headers, the library or the compiler change.
+<target>/runner/` (an installed farm: `~/.cache/farm/native/build/<target>/runner/`; the binary and the
+library under its SONAME), rebuilt only when the sources, the headers, the library or the compiler
+change. The sources travel in the wheel as package data.
 """
 
 from __future__ import annotations
@@ -35,8 +37,12 @@ from ondevice_farm.errors import FarmError
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
-DEFAULT_BUILD_ROOT = REPO / "build" / "native"
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "farm" / "native"
+#: a source checkout builds in its own `build/` (ignored by git); an installed farm must not write
+#: into site-packages, so it builds beside its downloads
+DEFAULT_BUILD_ROOT = (
+    REPO / "build" / "native" if (REPO / "pyproject.toml").is_file() else DEFAULT_CACHE_DIR / "build"
+)
 RUNNER_NAME = "farm_native_runner"
 
 NPM_PACKAGE = "com.github.asus4.onnxruntime@0.4.9"
@@ -222,13 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache-dir", type=Path, default=Path(os.environ.get("FARM_NATIVE_CACHE", DEFAULT_CACHE_DIR))
     )
+    parser.add_argument("--build-root", type=Path, default=DEFAULT_BUILD_ROOT)
     args = parser.parse_args(argv)
     try:
         if args.action == "fetch":
             fetch_all(args.cache_dir)
             print(f"native runner downloads are in {args.cache_dir}")
         else:
-            print(build(args.target, cache_dir=args.cache_dir).binary)
+            print(build(args.target, build_root=args.build_root, cache_dir=args.cache_dir).binary)
     except FarmError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -81,3 +81,23 @@ def test_previous_policy_restored_when_the_install_fails(tmp_path: Path) -> None
     assert "policy 101" in seen.read_text().splitlines()
     assert policy.read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("policy-rc.d.")] == []
+
+
+def test_no_loopback_namespace_fails_before_installing(tmp_path: Path) -> None:
+    """Without the namespace the Ray tests would skip and pytest pass: the script must fail."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, repo / "scripts" / "test")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "seen"
+    _fake_tool(bin_dir, "unshare", "exit 1")
+    for tool in ("dpkg-query", "apt-get"):
+        _fake_tool(bin_dir, tool, f'echo "{tool}" >> "{seen}"; exit 0')
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": "/bin/false", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", str(repo / "scripts" / "test")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert "loopback-only network namespace" in done.stderr
+    assert not seen.exists()
