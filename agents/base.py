@@ -24,6 +24,7 @@ from ondevice_farm.config import (
     DEFAULT_TIMED_RUNS,
     DEFAULT_WARMUP_RUNS,
 )
+from ondevice_farm.generate.trace import GenerationPlan
 from ondevice_farm.measurement import (
     PROVENANCES,
     WARM_LOAD_COMPILED_AGAIN,
@@ -116,6 +117,9 @@ class RunRequest:
     allow_spinning: bool | None = None
     #: measure this request (the candidate, B) interleaved with a baseline (A) on the same unit
     paired: PairedPlan | None = None
+    #: a generation job: `artifact` is an ONNX Runtime GenAI folder, generated from as planned
+    #: (docs/generate.md); None: one fixed graph, run `runs` times
+    generation: GenerationPlan | None = None
 
 
 @dataclass(frozen=True)

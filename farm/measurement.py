@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ondevice_farm.generate.trace import GenerationTrace
+
 #: how a figure was obtained (docs/results.md, "Provenance"): measured on the device; planned by
 #: the runtime before running (MLComputePlan's preferred device); estimated from a plan's cost
 #: weight; predicted on the host (the MIL executor); synthetic (the simulated agent)
@@ -182,3 +184,5 @@ class DeviceRun:
     controls: dict[str, str] = field(default_factory=dict)
     #: the interleaved rounds of a paired job (`RunRequest.paired`), None otherwise
     paired: PairedTrace | None = None
+    #: a generation job's timed generations (`RunRequest.generation`), None otherwise
+    generation: GenerationTrace | None = None

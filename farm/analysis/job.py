@@ -18,6 +18,7 @@ from ondevice_farm.analysis.transfers import transfer_report
 from ondevice_farm.compile.placement import CPU_PROVIDERS
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.errors import DeviceError
+from ondevice_farm.generate.metrics import generation_document
 from ondevice_farm.measurement import DeviceRun, OpTiming, PairedTrace, Thermal
 from ondevice_farm.targets import Target
 
@@ -227,6 +228,8 @@ def job_document(
         document["sustained"] = sustained_document(run.sustained)
     if run.energy is not None:
         document["energy"] = energy_document(run.energy)
+    if run.generation is not None:
+        document["generation"] = generation_document(run.generation, run.outputs, reference)
     return document
 
 
