@@ -56,9 +56,10 @@ def policy_options(prefix: str = "") -> Callable[[F], F]:
     return decorate
 
 
-def policy_from(keep_runs: int, keep_days: float, max_bytes: str | None) -> RetentionPolicy:
-    limit = parse_bytes(max_bytes) if max_bytes else None
-    return RetentionPolicy(keep_runs=keep_runs, keep_days=keep_days, max_bytes=limit).check()
+def policy_from(keep_runs: int, keep_days: float, max_bytes: str | None, prefix: str = "") -> RetentionPolicy:
+    """The policy `policy_options(prefix)` asked for, checked."""
+    limit = parse_bytes(max_bytes, f"--{prefix}max-bytes") if max_bytes else None
+    return RetentionPolicy(keep_runs=keep_runs, keep_days=keep_days, max_bytes=limit).check(prefix)
 
 
 @click.command()

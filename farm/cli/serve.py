@@ -138,12 +138,13 @@ def serve(
     from ondevice_farm.store import ResultsStore
 
     address = address or os.environ.get("RAY_ADDRESS") or None
+    # a bad gc setting stops here, before anything starts or is written
+    gc_policy = policy_from(keep_runs, keep_days, max_bytes, "gc-")
+    gc_every_s = parse_duration_s(gc_every, "--gc-every") if gc_every else DEFAULT_GC_INTERVAL_S
     profiles, settings = fleet_settings(state, (), simulated)
     log_to_stderr()
     home = state.home.ensure()
     location = state.store
-    gc_policy = policy_from(keep_runs, keep_days, max_bytes)
-    gc_every_s = parse_duration_s(gc_every, "--gc-every") if gc_every else DEFAULT_GC_INTERVAL_S
     with ResultsStore(location) as store:
         for run_id in interrupt_orphans(store):
             click.echo(

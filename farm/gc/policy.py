@@ -50,15 +50,17 @@ class RetentionPolicy:
     max_bytes: int | None = None
     min_idle_s: float = DEFAULT_MIN_IDLE_S
 
-    def check(self) -> RetentionPolicy:
+    def check(self, flag_prefix: str = "") -> RetentionPolicy:
+        """`flag_prefix`: how the CLI's flags are spelt (`gc-` for `farm serve --gc-keep-runs`)."""
         if self.keep_runs < 1:
             raise UsageError(
-                "--keep-runs must be at least 1: the nightly's baseline is the newest success of each job"
+                f"--{flag_prefix}keep-runs must be at least 1: the nightly's baseline is the newest "
+                "success of each job"
             )
         if self.keep_days < 0:
-            raise UsageError("--keep-days cannot be negative")
+            raise UsageError(f"--{flag_prefix}keep-days cannot be negative")
         if self.max_bytes is not None and self.max_bytes < 0:
-            raise UsageError("--max-bytes cannot be negative")
+            raise UsageError(f"--{flag_prefix}max-bytes cannot be negative")
         return self
 
     @property
