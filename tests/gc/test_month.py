@@ -117,3 +117,35 @@ def test_a_month_of_nightlies_is_collected_and_what_stays_still_serves(
         changed = next(j for j in tonight["jobs"] if j["model"]["name"] == "changing")
         assert changed["status"] == "ok"
         assert changed["paired_baseline"]["artifact_sha256"] == last_good["artifact_sha256"]
+
+
+def cache_bytes(month: Month) -> int:
+    return sum(
+        blocks_on_disk(month.home.root / name)
+        for name in ("artifacts", "references", "models", "compiled", "torch", "traces")
+        if (month.home.root / name).exists()
+    )
+
+
+def test_max_bytes_removes_the_least_recently_used_and_never_a_series_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with simulated_farm(tmp_path, monkeypatch) as month:
+        run_month(month, nights=30, change_every=7)
+        total = cache_bytes(month)
+        # a month is recent under --keep-days 60: only --max-bytes makes room, half of it
+        half = farm(month, "gc", "--keep-runs", "2", "--keep-days", "60", "--max-bytes", str(total // 2))
+        assert half.exit_code == 0, half.output
+        assert cache_bytes(month) <= total // 2 + 64 * 1024
+        kept = stored_run_ids(month)
+        assert set(month.nights[28:]) <= kept and len(kept) < 30
+        # runs go oldest first: what stays is the newest nights
+        assert kept == set(month.nights[-len(kept) :])
+        assert named_artifacts([d for d in month.documents if d["run_id"] in kept]) <= artifact_folders(month)
+
+        # a limit the kept series cannot meet: everything else goes, they stay, and gc says so
+        tight = farm(month, "gc", "--keep-runs", "2", "--keep-days", "60", "--max-bytes", "1")
+        assert tight.exit_code == 0, tight.output
+        assert "over --max-bytes (all of it kept by the policy)" in tight.stdout
+        assert stored_run_ids(month) == set(month.nights[28:])
+        assert named_artifacts(month.documents[28:]) == artifact_folders(month)
