@@ -32,6 +32,7 @@ from ondevice_farm.compile.coreml.onnx_graph import (
     with_input_shapes,
 )
 from ondevice_farm.compile.coreml.precision import INT8_NOTE, mil_op_precision, weight_bytes
+from ondevice_farm.compile.coreml.qoperator import expand_qoperators
 from ondevice_farm.compile.coreml.quantization import (
     DEFAULT_QUANTIZATION,
     QUANTIZATION_MODES,
@@ -142,7 +143,8 @@ def prepare_graph(
     if input_shapes:
         model = with_input_shapes(model, input_shapes)
     keep = options is not None and options.quantization_plan().weight_op is not None
-    return model, fold_constants(model, keep_dequantize=keep)
+    # QLinearConv/QLinearMatMul become the QDQ units they stand for, which the lowering takes
+    return model, expand_qoperators(fold_constants(model, keep_dequantize=keep))
 
 
 def lower_checked(graph: FoldedGraph, options: CoreMLOptions) -> LoweredProgram:

@@ -135,7 +135,8 @@ def lower_dequantize_linear(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]
             lw.quantized[node.output[0]] = QuantizedWeight(
                 data,
                 scale.reshape(-1) if axis is not None else scale.reshape(()),
-                zero_point.astype(data.dtype),
+                # one zero point, whatever its shape (QLinear ops give shape [1]), as one scale
+                zero_point.astype(data.dtype).reshape(-1 if axis is not None else ()),
                 axis,
             )
         return [folded]
@@ -164,7 +165,38 @@ def lower_dequantize_linear(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]
     return [lw.mb.mul(x=shifted, y=along(scale, axis, rank), name=lw.name(node))]
 
 
+def lower_dynamic_quantize_linear(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
+    """uint8 quantization with the scale and zero point of x's range (widened to hold 0), as the
+    spec's arithmetic: the scale is known only at run time, which MIL's `quantize` cannot take."""
+    mb = lw.mb
+    x = lw.var(node.input[0])
+    axes = list(range(len(x.shape)))
+    low = mb.minimum(x=mb.reduce_min(x=x, axes=axes, keep_dims=False), y=np.float32(0))
+    high = mb.maximum(x=mb.reduce_max(x=x, axes=axes, keep_dims=False), y=np.float32(0))
+    span = mb.sub(x=high, y=low)
+    # an all-zero x has no range; the spec leaves its scale undefined (0/255). ONNX Runtime gives
+    # 1.0 (ONNX's reference, 1/255, though its comment quotes Runtime's rule); y is 0 either way
+    scale = mb.select(
+        cond=mb.equal(x=span, y=np.float32(0)), a=np.float32(1), b=mb.real_div(x=span, y=np.float32(255))
+    )
+    zero_point = mb.round(
+        x=mb.clip(
+            x=mb.sub(x=np.float32(0), y=mb.real_div(x=low, y=scale)),
+            alpha=np.float32(0),
+            beta=np.float32(255),
+        )
+    )
+    q = mb.add(x=mb.round(x=mb.real_div(x=x, y=scale)), y=zero_point)
+    q = mb.clip(x=q, alpha=np.float32(0), beta=np.float32(255))
+    return [
+        mb.cast(x=q, dtype="int32", name=lw.name(node, 0)),
+        mb.identity(x=scale, name=lw.name(node, 1)),
+        mb.cast(x=zero_point, dtype="int32", name=lw.name(node, 2)),
+    ]
+
+
 QUANT_LOWERINGS: dict[str, LowerFn] = {
     "QuantizeLinear": lower_quantize_linear,
     "DequantizeLinear": lower_dequantize_linear,
+    "DynamicQuantizeLinear": lower_dynamic_quantize_linear,
 }
