@@ -10,10 +10,13 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.cli.gc import policy_from
 from ondevice_farm.cli.main import cli
 from ondevice_farm.config import FarmHome
-from ondevice_farm.gc.policy import RetentionPolicy
+from ondevice_farm.durations import parse_duration_s
+from ondevice_farm.gc.policy import DEFAULT_KEEP_RUNS, RetentionPolicy
 from ondevice_farm.gc.schedule import GcSchedule
+from ondevice_farm.nightly.run import HISTORY_RUNS
 from tests.compare.conftest import matmul_chain
 
 
@@ -51,3 +54,13 @@ def test_a_bad_gc_setting_stops_serve_before_anything_starts(tmp_path: Path) -> 
     bad_size = CliRunner().invoke(cli, ["--home", str(home), "serve", "--gc-max-bytes", "lots"])
     assert bad_size.exit_code == 2 and "--gc-max-bytes: 'lots' is not a size" in bad_size.output
     assert not home.exists()  # nothing written
+
+
+def test_the_deploy_kits_gc_settings_are_valid() -> None:
+    env_file = Path(__file__).resolve().parents[2] / "deploy" / "systemd" / "farm.env"
+    lines = [line for line in env_file.read_text().splitlines() if line and not line.startswith("#")]
+    env = dict(line.split("=", 1) for line in lines)
+    policy = policy_from(int(env["FARM_GC_KEEP_RUNS"]), float(env["FARM_GC_KEEP_DAYS"]), None, "gc-")
+    # the nightly reads a job's last HISTORY_RUNS successes: the default and the kit keep them all
+    assert policy.keep_runs >= HISTORY_RUNS and DEFAULT_KEEP_RUNS >= HISTORY_RUNS
+    assert parse_duration_s(env["FARM_GC_EVERY"], "FARM_GC_EVERY") == 24 * 3600
