@@ -103,10 +103,11 @@ class LeaseBook:
     def sweeping(self) -> Iterator[set[str]]:
         """Hold the gc lock exclusive; the keys that live leases hold (dead ones are removed)."""
         with self.locked(fcntl.LOCK_EX):
-            yield self.held_keys()
+            yield self.held_keys(prune=True)
 
-    def held_keys(self) -> set[str]:
-        """The keys of every live lease (read without the gc lock: a snapshot, for reports)."""
+    def held_keys(self, prune: bool = False) -> set[str]:
+        """The keys of every live lease (without the gc lock: a snapshot, for plans and reports);
+        `prune`: remove the dead ones' files."""
         held: set[str] = set()
         if not self.leases_dir.is_dir():
             return held
@@ -123,6 +124,7 @@ class LeaseBook:
                 except BlockingIOError:  # its process holds it: a live lease
                     held.update(line.strip() for line in handle if line.strip())
                     continue
-                path.unlink(missing_ok=True)  # nobody holds it: its process died
+                if prune:  # nobody holds it: its process died
+                    path.unlink(missing_ok=True)
                 fcntl.flock(handle, fcntl.LOCK_UN)
         return held

@@ -107,6 +107,9 @@ def test_a_live_lease_in_another_process_keeps_an_artifact_and_a_killed_one_does
         holder.wait(10)
     # its process died without releasing it: the lease file is left, unlocked, and means nothing
     assert list((home.root / "leases").iterdir())
+    dry = collect_once(home, home.store_path, GREEDY, dry_run=True)
+    assert [r.path for r in dry.plan.removals] == [path.parent] and path.is_file()
+    assert list((home.root / "leases").iterdir())  # a dry run changes nothing, dead leases included
     outcome = collect_once(home, home.store_path, GREEDY)
     assert not path.exists() and [r.name for r in outcome.plan.removals] == [
         str(path.parent.relative_to(home.root))
