@@ -73,12 +73,17 @@ def _usage(path: Path) -> tuple[int, float]:
         return 0, 0.0
     size, used = info.st_blocks * 512, _last_use(info)
     if stat.S_ISDIR(info.st_mode):
+        linked: set[tuple[int, int]] = set()  # an upload's named links share its blob's blocks
         for folder, dirs, files in os.walk(path):
             for name in (*dirs, *files):
                 try:
                     child = os.lstat(os.path.join(folder, name))
                 except FileNotFoundError:
                     continue
+                if child.st_nlink > 1 and not stat.S_ISDIR(child.st_mode):
+                    if (child.st_dev, child.st_ino) in linked:
+                        continue
+                    linked.add((child.st_dev, child.st_ino))
                 size += child.st_blocks * 512
                 used = max(used, _last_use(child))
     return size, used

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import os
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ondevice_farm.api.blobs import BlobStore
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.config import FarmHome
 from ondevice_farm.gc.policy import RetentionPolicy
@@ -71,3 +75,24 @@ def test_cache_bytes_and_free_space_are_served_and_follow_gc(tmp_path: Path) -> 
         assert before - after == outcome.result.freed_bytes() and after == du(home.artifacts)
     finally:
         server.stop()
+
+
+def test_an_upload_counts_once_with_its_named_links(tmp_path: Path) -> None:
+    """`farm serve` keeps an upload as a blob and hard links under the names submitters gave."""
+    home = FarmHome(tmp_path / "home")
+    blobs = BlobStore(home.root / "uploads")
+    data = os.urandom(200_000)
+    sha = hashlib.sha256(data).hexdigest()
+    blobs.put(sha, io.BytesIO(data), len(data))
+    blobs.path(sha, "model.onnx")
+    blobs.path(sha, "renamed.onnx")
+    old = time.time() - 90 * 86400
+    for item in (home.root / "uploads" / sha).iterdir():
+        os.utime(item, (old, old))
+    os.utime(home.root / "uploads" / sha, (old, old))
+    du_bytes = int(subprocess.run(["du", "-s", "-B1", str(home.root / "uploads" / sha)], capture_output=True,
+                                  text=True, check=True).stdout.split()[0])  # fmt: skip
+    outcome = collect_once(home, home.store_path, RetentionPolicy(), dry_run=True)
+    [upload] = outcome.plan.removals
+    assert upload.kind == "uploads" and upload.size_bytes == du_bytes
+    assert du_bytes < 2 * len(data)
