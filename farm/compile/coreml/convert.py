@@ -29,6 +29,7 @@ from ondevice_farm.compile.coreml.onnx_graph import (
     MIN_OPSET,
     default_opset,
     load_onnx,
+    with_fixed_inputs,
     with_input_shapes,
 )
 from ondevice_farm.compile.coreml.precision import INT8_NOTE, mil_op_precision, weight_bytes
@@ -76,6 +77,8 @@ class CoreMLOptions:
     max_flexible_dim: int = DEFAULT_MAX_FLEXIBLE_DIM
     #: QDQ models: keep 8-bit weights and activations where the target has the ops, or fold to float
     quantization: str = DEFAULT_QUANTIZATION
+    #: scalar inputs pinned to a value (`--fix NAME=VALUE`): constants before folding
+    fixed_inputs: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -142,6 +145,8 @@ def prepare_graph(
     model = load_onnx(model_path)
     if input_shapes:
         model = with_input_shapes(model, input_shapes)
+    if options is not None and options.fixed_inputs:
+        model = with_fixed_inputs(model, dict(options.fixed_inputs))
     keep = options is not None and options.quantization_plan().weight_op is not None
     # QLinearConv/QLinearMatMul become the QDQ units they stand for, which the lowering takes
     return model, expand_qoperators(fold_constants(model, keep_dequantize=keep))
@@ -212,11 +217,20 @@ def compile_coreml(
     minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     quantization: str = DEFAULT_QUANTIZATION,
+    fixed_inputs: dict[str, float] | None = None,
 ) -> CompiledArtifact:
-    """Compile `model_path` for a `coreml/*` target into `<out_dir>/model.mlpackage`."""
+    """Compile `model_path` for a `coreml/*` target into `<out_dir>/model.mlpackage`.
+
+    `fixed_inputs` pins scalar inputs (`--fix sr=16000`): they become constants, so the `If`s
+    and shapes that depend on them fold, and the program no longer takes them."""
     if target.runtime != "coreml":
         raise UsageError(f"{target.name} is not a CoreML target")
-    options = CoreMLOptions(precision, minimum_deployment_target, quantization=quantization)
+    options = CoreMLOptions(
+        precision,
+        minimum_deployment_target,
+        quantization=quantization,
+        fixed_inputs=tuple(sorted((fixed_inputs or {}).items())),
+    )
     compute_units = COREML_COMPUTE_UNITS[target.backend]
     package = out_dir / PACKAGE_NAME
     if model_path.suffix == ".mlpackage":
@@ -250,6 +264,10 @@ def compile_coreml(
     notes.extend(_retyped_inputs(graph, io))
     notes.extend(_renamed(graph, io))
     notes.extend(_scalars(graph, io, lowered))
+    notes.extend(
+        f"input {name} pinned to {value:g} (--fix): a constant of the program, which takes no such input"
+        for name, value in options.fixed_inputs
+    )
     report = CompileReport(
         target=target.name,
         nodes_before=len(model.graph.node),
@@ -269,6 +287,7 @@ def compile_coreml(
             **({"quantization": options.quantization_plan().describe()} if quantized else {}),
             "onnx_nodes_after_folding": len(graph.nodes),
             "folded": dict(graph.folded),
+            "fixed_inputs": dict(options.fixed_inputs),
             "mil_ops_lowered": {"count": sum(lowered_ops.values()), "op_types": dict(lowered_ops)},
             "mil_ops_after_passes": {"count": sum(after_ops.values()), "op_types": dict(after_ops)},
             "casts_inserted": max(0, len(casts) - lowered_casts),

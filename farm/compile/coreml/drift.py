@@ -40,12 +40,19 @@ def predict_drift(
     minimum_deployment_target: str = DEFAULT_DEPLOYMENT_TARGET,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     quantization: str = DEFAULT_QUANTIZATION,
+    fixed_inputs: dict[str, float] | None = None,
 ) -> dict[str, np.ndarray]:
     """Output tensors of the CoreML program for `model_path` at `precision`, by ONNX output name.
 
-    A `.mlpackage` runs as it is, with `inputs` and outputs named as in its spec.
+    A `.mlpackage` runs as it is, with `inputs` and outputs named as in its spec. Inputs pinned
+    with `fixed_inputs` are constants of the program: a value given for them in `inputs` is unused.
     """
-    options = CoreMLOptions(precision, minimum_deployment_target, quantization=quantization)
+    options = CoreMLOptions(
+        precision,
+        minimum_deployment_target,
+        quantization=quantization,
+        fixed_inputs=tuple(sorted((fixed_inputs or {}).items())),
+    )
     rank0_inputs: set[str] = set()
     rank0_outputs: set[str] = set()
     if Path(model_path).suffix == ".mlpackage":

@@ -8,7 +8,7 @@ such a subgraph (Mod, Range, ConstantOfShape, ...) never reaches the device.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,7 +55,15 @@ def fold_constants(model: onnx.ModelProto, *, keep_dequantize: bool = False) -> 
     }
     remaining: list[onnx.NodeProto] = []
     folded: Counter[str] = Counter()
-    for node in model.graph.node:
+    pending = deque(model.graph.node)
+    while pending:
+        node = pending.popleft()
+        taken = _taken_branch(node, constants)
+        if taken is not None:
+            # an If whose condition folding has made constant is its taken branch, inlined
+            folded[node.op_type] += 1
+            pending.extendleft(reversed(_inline(node, taken, constants)))
+            continue
         keep = keep_dequantize and node.op_type == "DequantizeLinear"
         values = None if keep else _try_fold(node, constants, shapes, opset)
         if values is None:
@@ -75,6 +83,35 @@ def fold_constants(model: onnx.ModelProto, *, keep_dequantize: bool = False) -> 
         shapes=shapes,
         folded=folded,
     )
+
+
+def _taken_branch(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> onnx.GraphProto | None:
+    """The branch an If node takes, where its condition is known before run time."""
+    if node.op_type != "If" or node.domain not in ("", "ai.onnx") or node.input[0] not in constants:
+        return None
+    branches = {attr.name: attr.g for attr in node.attribute}
+    condition = np.asarray(constants[node.input[0]])
+    if condition.size != 1:
+        return None
+    return branches["then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"]
+
+
+def _inline(
+    node: onnx.NodeProto, branch: onnx.GraphProto, constants: dict[str, np.ndarray]
+) -> list[onnx.NodeProto]:
+    """The branch's nodes, then an Identity from each branch output to the If's output.
+
+    ONNX names are unique across a model and its subgraphs (SSA), and a branch reads the outer
+    scope by name, so its nodes run unchanged in the outer graph."""
+    for init in branch.initializer:
+        constants[init.name] = numpy_helper.to_array(init)
+    nodes = list(branch.node)
+    for inner, outer in zip(branch.output, node.output, strict=True):
+        if outer:
+            nodes.append(
+                helper.make_node("Identity", [inner.name], [outer], name=f"{node.name or outer}/taken")
+            )
+    return nodes
 
 
 def _try_fold(

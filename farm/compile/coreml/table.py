@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ondevice_farm.compile.coreml.lower_attention import TRANSFORMER_LOWERINGS
+from ondevice_farm.compile.coreml.lower_control import CONTROL_LOWERINGS
 from ondevice_farm.compile.coreml.lower_einsum import EINSUM_LOWERINGS
 from ondevice_farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
 from ondevice_farm.compile.coreml.lower_index import INDEX_LOWERINGS
@@ -26,4 +27,5 @@ def lowering_table() -> dict[str, LowerFn]:
         **TRANSFORMER_LOWERINGS,
         **RECURRENT_LOWERINGS,
         **EINSUM_LOWERINGS,
+        **CONTROL_LOWERINGS,
     }
