@@ -59,7 +59,10 @@ def summary_line(outcome: GcOutcome) -> str:
     if result is not None and result.spared:
         line += f"; {len(result.spared)} planned removal(s) kept: in use or named by a new run"
     if plan.over_max_bytes:
-        line += f"; still {format_bytes(plan.over_max_bytes)} over --max-bytes (all of it kept by the policy)"
+        line += (
+            f"; still {format_bytes(plan.over_max_bytes)} over --max-bytes: what is left is kept by the "
+            "policy (series, suites), held by running jobs, or used within the last hour"
+        )
     return line
 
 
