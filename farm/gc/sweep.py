@@ -14,6 +14,7 @@ import secrets
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,7 +214,9 @@ def collect_garbage(
     empty_trash(home)
     result = GcResult()
     trash = home.root / TRASH_DIR / secrets.token_hex(4)
-    with LeaseBook(home.root).sweeping() as held:
+    # no farm directory, no files to guard: gc does not make one (a PostgreSQL store's runs still go)
+    sweeping = LeaseBook(home.root).sweeping() if home.root.is_dir() else nullcontext(set[str]())
+    with sweeping as held:
         if while_locked is not None:
             while_locked()
         going_runs = {r.name for r in plan.runs}

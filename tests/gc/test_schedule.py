@@ -64,3 +64,10 @@ def test_the_deploy_kits_gc_settings_are_valid() -> None:
     # the nightly reads a job's last HISTORY_RUNS successes: the default and the kit keep them all
     assert policy.keep_runs >= HISTORY_RUNS and DEFAULT_KEEP_RUNS >= HISTORY_RUNS
     assert parse_duration_s(env["FARM_GC_EVERY"], "FARM_GC_EVERY") == 24 * 3600
+
+
+def test_gc_of_a_farm_directory_never_made_makes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "never"
+    done = CliRunner().invoke(cli, ["--home", str(home), "gc"])
+    assert done.exit_code == 0 and "removed 0 run(s) and 0 cache entries" in done.stdout
+    assert not home.exists()
