@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ondevice_farm.analysis.latency import session_p50
@@ -27,9 +28,16 @@ from ondevice_farm_agents.base import (
     RunRequest,
 )
 
+#: told after every round: the (A p50, B p50) of the rounds so far, in ms
+RoundListener = Callable[[Sequence[tuple[float, float]]], None]
+
 
 def run_paired_rounds(
-    agent: DeviceAgent, unit: DeviceUnit, candidate: RunRequest, plan: PairedPlan
+    agent: DeviceAgent,
+    unit: DeviceUnit,
+    candidate: RunRequest,
+    plan: PairedPlan,
+    on_round: RoundListener | None = None,
 ) -> PairedTrace:
     if plan.max_rounds < 1:
         raise ValueError("a paired job needs at least one round")
@@ -54,6 +62,8 @@ def run_paired_rounds(
             samples[which] = list(agent.measure_session(unit, baseline if which == "A" else candidate))
         rounds.append(PairedRound(order, samples["A"], samples["B"], started_at, time.time()))
         pairs.append((session_p50(samples["A"]), session_p50(samples["B"])))
+        if on_round is not None:
+            on_round(pairs)
         if plan.decided is not None and len(rounds) >= plan.min_rounds and plan.decided(pairs):
             stopped = "decided"
             break
@@ -66,9 +76,15 @@ def run_paired_rounds(
     )
 
 
-def attach_paired(agent: DeviceAgent, unit: DeviceUnit, run: DeviceRun, request: RunRequest) -> DeviceRun:
+def attach_paired(
+    agent: DeviceAgent,
+    unit: DeviceUnit,
+    run: DeviceRun,
+    request: RunRequest,
+    on_round: RoundListener | None = None,
+) -> DeviceRun:
     """The candidate's run with its paired rounds, where the request asks for them."""
     if request.paired is not None:
         agent.prepare(unit, request.paired.baseline)
-        run.paired = run_paired_rounds(agent, unit, request, request.paired)
+        run.paired = run_paired_rounds(agent, unit, request, request.paired, on_round)
     return run

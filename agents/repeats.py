@@ -10,10 +10,13 @@ is the agent's own `run` (outputs, first inference, memory, per-op profile); eac
 from __future__ import annotations
 
 from ondevice_farm_agents.base import DeviceAgent, DeviceRun, DeviceUnit, RunRequest
-from ondevice_farm_agents.paired import attach_paired
+from ondevice_farm_agents.paired import RoundListener, attach_paired
 
 
-def run_repeats(agent: DeviceAgent, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+def run_repeats(
+    agent: DeviceAgent, unit: DeviceUnit, request: RunRequest, on_round: RoundListener | None = None
+) -> DeviceRun:
+    """`on_round`: told after each paired round, where the request has them."""
     if request.repeats < 1:
         raise ValueError("a job needs at least one measurement session")
     run = agent.run(unit, request)
@@ -26,4 +29,4 @@ def run_repeats(agent: DeviceAgent, unit: DeviceUnit, request: RunRequest) -> De
     run.repeat_samples_ms = sessions if all(sessions) else []
     if not run.controls:
         run.controls = agent.session_controls(unit, request)
-    return attach_paired(agent, unit, run, request)
+    return attach_paired(agent, unit, run, request, on_round)

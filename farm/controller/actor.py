@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ondevice_farm.artifacts import ShippedArtifact, unpack_artifact
+from ondevice_farm.controller.round_progress import RoundReporter
 from ondevice_farm.errors import DeviceError
 from ondevice_farm_agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 from ondevice_farm_agents.registry import agent_class
@@ -92,9 +93,15 @@ class DeviceActorImpl:
         return dataclasses.replace(request, artifact=path)
 
     def run_job(
-        self, request: RunRequest, blob: Any = None, job_id: str | None = None, baseline_blob: Any = None
+        self,
+        request: RunRequest,
+        blob: Any = None,
+        job_id: str | None = None,
+        baseline_blob: Any = None,
+        progress_to: Any = None,
     ) -> JobOnUnit:
-        """`baseline_blob`: a paired job's baseline artifact (A), shipped as `blob` is."""
+        """`baseline_blob`: a paired job's baseline artifact (A), shipped as `blob` is.
+        `progress_to`: the fleet actor, told how a paired job's rounds go (`job_progress`)."""
         with self._lock:
             self._job_id = job_id
             self.agent.begin_job(self.unit)
@@ -107,7 +114,10 @@ class DeviceActorImpl:
                 )
             started_at = time.time()
             self.agent.prepare(self.unit, request)
-            run = run_repeats(self.agent, self.unit, request)
+            listener = None
+            if progress_to is not None and job_id is not None and request.paired is not None:
+                listener = RoundReporter(lambda text: progress_to.job_progress.remote(job_id, text))
+            run = run_repeats(self.agent, self.unit, request, listener)
         finally:
             with self._lock:
                 self._job_id = None

@@ -331,7 +331,14 @@ def run_compare(
                 f"{len(runnable)} pair(s), A and B interleaved, up to {req.max_rounds} rounds "
                 f"or {req.budget_s:.0f} s of device time each"
             )
-            for event in client.run(runnable, lambda _e: None):
+            by_job = {p.spec.job_id: p for p in pairs if p.spec is not None}
+
+            def on_event(event: JobEvent) -> None:
+                if event.kind in ("progress", "waiting", "retrying") and event.job_id in by_job:
+                    pair = by_job[event.job_id]
+                    progress.stage(f"{pair.selector} {pair.target.name}: {event.message}")
+
+            for event in client.run(runnable, on_event):
                 events[event.job_id] = event
                 owner = next(p for p in pairs if p.spec is not None and p.spec.job_id == event.job_id)
                 progress.job_finished(pair_document(owner, event, family))

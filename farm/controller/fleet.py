@@ -42,7 +42,8 @@ DEFAULT_SUBMITTER_TIMEOUT_S = 30.0
 
 @dataclass
 class JobEvent:
-    """What happened to a job: waiting | retrying | done | failed (which unit runs what: `units()`)."""
+    """What happened to a job: waiting | retrying | progress | done | failed (which unit runs
+    what: `units()`)."""
 
     job_id: str
     kind: str
@@ -175,6 +176,23 @@ class FleetActorImpl:
         self._last_poll[submission] = time.monotonic()
         self.schedule.enqueue(submission, specs)
         self._kick()
+
+    def _own_handle(self) -> Any:
+        """This fleet as a Ray actor handle, for a DeviceActor to report progress to (None when
+        the fleet runs outside an actor, as some tests run it)."""
+        import ray
+
+        try:
+            return ray.get_runtime_context().current_actor
+        except Exception:
+            return None
+
+    async def job_progress(self, job_id: str, message: str) -> None:
+        """A running job's word on how it goes (a paired job's rounds): a `progress` event."""
+        entry = self.schedule.running.get(job_id)
+        if entry is not None:
+            job, slot = entry
+            self._emit(job.submission, JobEvent(job_id, "progress", message=message, unit=slot.key))
 
     async def poll(self, submission: str, timeout_s: float) -> list[JobEvent]:
         """The submission's events since the last poll; waits up to `timeout_s` for one."""
@@ -320,7 +338,11 @@ class FleetActorImpl:
         for job, slot in self.schedule.assign():
             began = time.perf_counter()
             ref = slot.actor.run_job.remote(
-                job.spec.request, job.spec.artifact_blob, job.spec.job_id, job.spec.baseline_blob
+                job.spec.request,
+                job.spec.artifact_blob,
+                job.spec.job_id,
+                job.spec.baseline_blob,
+                self._own_handle(),
             )
             self._send_s.append(time.perf_counter() - began)
             freed = self._freed_at.pop(slot.key, None)

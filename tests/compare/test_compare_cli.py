@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..core.conftest import farm, farm_process
@@ -55,6 +56,8 @@ def test_a_model_twice_as_slow_is_slower_and_exits_1(tmp_path: Path) -> None:
     assert "slower" in markdown.read_text()
     page = html.read_text()
     assert page.count('class="round"') == pair["rounds"]
+    # the rounds are told while they run (the first at once, then every 10 s at most)
+    assert re.search(r"host-cpu ort/cpu: round 1, B/A \d\.\d{3} so far", done.stderr), done.stderr
 
 
 def test_the_same_model_twice_is_never_slower(tmp_path: Path) -> None:

@@ -1,0 +1,43 @@
+"""How a paired job's rounds are going, told to its submitter while they run.
+
+A compare on a noisy unit may run its rounds for minutes; without word the submitter sees
+nothing between "N pair(s)" and the verdict. The DeviceActor reports through the fleet (a
+`progress` JobEvent) after the first round and then at most every `every_s`, so a compare of
+hundreds of rounds prints a line every few seconds, not one per round.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Sequence
+
+#: the least time between two progress lines of one job
+DEFAULT_PROGRESS_EVERY_S = 10.0
+
+
+class RoundReporter:
+    def __init__(
+        self,
+        send: Callable[[str], object],
+        every_s: float = DEFAULT_PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._send = send
+        self._every_s = every_s
+        self._clock = clock
+        self._last: float | None = None
+
+    def __call__(self, pairs: Sequence[tuple[float, float]]) -> None:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._every_s:
+            return
+        self._last = now
+        logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
+        if not logs:
+            return
+        ratio = math.exp(sum(logs) / len(logs))
+        # progress must never cost a job its result: a fleet that cannot take it is ignored
+        with contextlib.suppress(Exception):
+            self._send(f"round {len(pairs)}, B/A {ratio:.3f} so far (geometric mean of the rounds)")
