@@ -38,6 +38,12 @@ from ondevice_farm.targets import Target, parse_targets, with_torch_routes
     help="QDQ models on CoreML: keep 8-bit weights and activations, or fold them to float.",
 )
 @click.option(
+    "--fix",
+    "fixes",
+    multiple=True,
+    help="CoreML targets: pin a scalar input to a value (sr=16000), so the Ifs and shapes it decides fold.",
+)
+@click.option(
     "--report-only",
     is_flag=True,
     help="Exit 0 although a target failed (each failure is reported either way).",
@@ -53,6 +59,7 @@ def compile_command(
     example_inputs: Path | None,
     coreml_precision: str,
     coreml_quantization: str,
+    fixes: tuple[str, ...],
     report_only: bool,
     as_json: bool,
 ) -> None:
@@ -65,6 +72,7 @@ def compile_command(
     from ondevice_farm.model import inspect_model
     from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
+    fixed_inputs = parse_fixes(fixes)
     wanted = parse_targets(targets)
     if not wanted:
         raise UsageError("--targets is empty")
@@ -106,6 +114,7 @@ def compile_command(
                 coreml_precision=coreml_precision,
                 source=source.checkpoint if source is not None else None,
                 coreml_quantization=coreml_quantization,
+                coreml_fixed_inputs=fixed_inputs,
             )
             built[target] = artifact
         except FarmError as exc:
@@ -187,3 +196,18 @@ def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], rou
             console.print(f"  [dim]note: {note}[/dim]")
     for backend, comparison in routes.items():
         print_routes(console, backend, comparison)
+
+
+def parse_fixes(fixes: tuple[str, ...]) -> dict[str, float]:
+    """`--fix NAME=VALUE` options as {name: value}; a malformed one is a UsageError."""
+    pinned: dict[str, float] = {}
+    for fix in fixes:
+        name, sep, value = fix.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not sep or not name or number is None:
+            raise UsageError(f"--fix {fix!r} is not NAME=VALUE with a number", hint="e.g. --fix sr=16000")
+        pinned[name] = number
+    return pinned

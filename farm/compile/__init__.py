@@ -37,6 +37,7 @@ def compile_for_target(
     source: TorchCheckpoint | None = None,
     coreml_quantization: str = "keep",
     cache: OrtCompileCache | None = None,
+    coreml_fixed_inputs: dict[str, float] | None = None,
 ) -> CompiledArtifact:
     """`cache`: where ONNX Runtime compiles are kept by the source's hash (a model compiled before
     costs no ORT pass and no onnx import); None compiles every time."""
@@ -63,6 +64,7 @@ def compile_for_target(
                 precision=coreml_precision,
                 input_shapes=input_shapes,
                 quantization=coreml_quantization,
+                fixed_inputs=coreml_fixed_inputs,
             )
             sha, path = store.put(built.path, built.path.name)
         if built.io_names is not None:  # stored with the artifact, under the same content hash

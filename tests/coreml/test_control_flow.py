@@ -4,6 +4,7 @@ that stays undecided is refused naming the way out."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +124,21 @@ def test_a_pin_that_cannot_apply_is_a_usage_error(
     path = save(_vad_like(), tmp_path)
     with pytest.raises(UsageError, match=message):
         predict_drift(path, {"x": X}, precision="fp32", fixed_inputs=fixed)
+
+
+def test_farm_compile_fix_pins_the_input(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ondevice_farm.cli.main import cli
+
+    path = save(_vad_like(), tmp_path)
+    home = ["--home", str(tmp_path / "home")]
+    args = ["compile", str(path), "--targets", "coreml/ane", "--json"]
+    refused = CliRunner().invoke(cli, [*home, *args])
+    assert refused.exit_code == 5 and "--fix" in refused.output
+    result = CliRunner().invoke(cli, [*home, *args, "--fix", "sr=16000"])
+    assert result.exit_code == 0, result.output
+    (target,) = json.loads(result.stdout)["targets"]
+    assert target["report"]["extra"]["fixed_inputs"] == {"sr": 16000}
+    bad = CliRunner().invoke(cli, [*home, *args, "--fix", "sr"])
+    assert bad.exit_code == 2 and "NAME=VALUE" in bad.output
