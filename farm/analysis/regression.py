@@ -36,6 +36,10 @@ DEFAULT_BOOTSTRAP = 2000
 DEFAULT_SNR_DROP_DB = 6.0
 #: how many robust standard deviations of run-to-run drift a slowdown must exceed
 DEFAULT_BETWEEN_RUN_Z = 3.0
+#: rounds and unit time a changed job's paired rounds may take in a nightly (a night of many changed
+#: models must still end by morning: 100 such jobs at the budget are 100 x 5 min of unit time)
+DEFAULT_PAIRED_MAX_ROUNDS = 60
+DEFAULT_PAIRED_BUDGET_S = 300.0
 #: the history needs this many run-to-run ratios before it sets a noise floor
 MIN_HISTORY_RATIOS = 3
 
@@ -48,6 +52,8 @@ class RegressionPolicy:
     bootstrap: int = DEFAULT_BOOTSTRAP
     snr_drop_db: float = DEFAULT_SNR_DROP_DB
     between_run_z: float = DEFAULT_BETWEEN_RUN_Z
+    paired_max_rounds: int = DEFAULT_PAIRED_MAX_ROUNDS
+    paired_budget_s: float = DEFAULT_PAIRED_BUDGET_S
     seed: int = 0
 
 

@@ -25,11 +25,6 @@ from ondevice_farm.controller.pipeline import PlannedModel
 from ondevice_farm.nightly.compare import Key, Series, job_key
 from ondevice_farm_agents.base import PairedPlan
 
-#: rounds and device time a changed job's paired rounds may take (a nightly of many changed
-#: models must still end by morning: 100 such jobs at the budget are 100 x 5 min of unit time)
-NIGHTLY_PAIRED_MAX_ROUNDS = 60
-NIGHTLY_PAIRED_BUDGET_S = 300.0
-
 
 def stored_artifact(store: ArtifactStore, sha256: str) -> Path | None:
     """The artifact kept under `sha256` (its one entry beside any I/O-name sidecar), if still there."""
@@ -73,8 +68,8 @@ def attach_baselines(
         )
         plan = PairedPlan(
             baseline=baseline,
-            max_rounds=NIGHTLY_PAIRED_MAX_ROUNDS,
-            budget_s=NIGHTLY_PAIRED_BUDGET_S,
+            max_rounds=policy.paired_max_rounds,
+            budget_s=policy.paired_budget_s,
             seed=secrets.randbelow(2**31),
             decided=functools.partial(decided, policy=family),
             min_rounds=family.min_rounds,
@@ -92,5 +87,7 @@ def attach_baselines(
             "run_id": last_run,
             "alpha": family.alpha,
             "min_effect": family.min_effect,
+            "max_rounds": plan.max_rounds,
+            "budget_s": plan.budget_s,
         }
     return len(changed)

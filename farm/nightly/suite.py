@@ -77,7 +77,18 @@ MODEL_FIELDS = {
     "sustained",
     "repeats",
 }
-POLICY_FIELDS = {"alpha", "min_effect", "confidence", "bootstrap", "snr_drop_db", "between_run_z"}
+POLICY_FIELDS = {
+    "alpha",
+    "min_effect",
+    "confidence",
+    "bootstrap",
+    "snr_drop_db",
+    "between_run_z",
+    "paired_max_rounds",
+    "paired_budget_s",
+}
+#: the regression policy's integer fields, and the least each may be
+INTEGER_POLICY_FIELDS = {"bootstrap": 0, "paired_max_rounds": 1}
 
 
 def _check_keys(data: dict[str, Any], known: set[str], where: str) -> None:
@@ -187,7 +198,12 @@ def parse_suite(data: Any, path: Path) -> Suite:
     _check_keys(policy_raw, POLICY_FIELDS, f"{where}: regression")
     policy = RegressionPolicy(
         **{
-            k: _number(v, f"{where}: regression.{k}", int if k == "bootstrap" else float)
+            k: _number(
+                v,
+                f"{where}: regression.{k}",
+                int if k in INTEGER_POLICY_FIELDS else float,
+                INTEGER_POLICY_FIELDS.get(k, 0),
+            )
             for k, v in policy_raw.items()
         }
     )
