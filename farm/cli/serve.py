@@ -66,8 +66,8 @@ def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
     "--node-ip",
     "--bind",
     "node_ip",
-    help="This host's address in the cluster; embedded, the address Ray listens on "
-    "(default 127.0.0.1: this host only).",
+    help="This host's address in the cluster; embedded, where Ray is reached (default 127.0.0.1: "
+    "Ray listens on loopback only; any other address: on every interface, token auth guarding it).",
 )
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Where /metrics listens.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus /metrics on this port (0: any free port).")
@@ -130,7 +130,8 @@ def serve(
     from ondevice_farm.api.server import start_api_server
     from ondevice_farm.api.submissions import SubmissionService
     from ondevice_farm.controller.client import FleetStateClient
-    from ondevice_farm.controller.cluster import DEFAULT_BIND_ADDRESS, ClusterConfig, ray_cluster
+    from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
+    from ondevice_farm.controller.listening import answers_without_token, describe, embedded_ray_listeners
     from ondevice_farm.controller.node_agent import NodeAgent, NodeAgentConfig, default_platforms
     from ondevice_farm.controller.recording import interrupt_orphans
     from ondevice_farm.durations import parse_duration_s
@@ -205,7 +206,13 @@ def serve(
             f"uses it; from elsewhere `farm submit MODEL --address {api.url}`",
             err=True,
         )
-        loopback_only = address is None and (node_ip or DEFAULT_BIND_ADDRESS).startswith("127.")
+        loopback_only = False
+        if address is None:  # where its own Ray listens, as the kernel shows it now
+            own = {api.port} | ({metrics.port} if metrics is not None else set())
+            listeners = embedded_ray_listeners(own)
+            anyone = [item for item in listeners if not item.loopback_only and answers_without_token(item)]
+            click.echo(describe(listeners, use_local_token().token_mode, anyone), err=True)
+            loopback_only = bool(listeners) and all(item.loopback_only for item in listeners)
         click.echo(
             submitter_instructions(address or ray.get_runtime_context().gcs_address, loopback_only), err=True
         )

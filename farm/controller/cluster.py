@@ -25,7 +25,9 @@ from ondevice_farm.errors import SchedulingError, UsageError
 DEFAULT_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 RAY_NAMESPACE = "farm"
 #: where an embedded Ray (and `farm serve`'s embedded head) listens unless told otherwise: a
-#: Ray node runs code for whoever reaches it, so it is not offered to the network by default
+#: Ray node runs code for whoever reaches it, so it is not offered to the network by default.
+#: Ray's servers bind loopback only for exactly this node address ("127.0.0.1"; for any other,
+#: 127.0.0.2 included, they bind every interface: farm/controller/listening.py says which)
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 #: an embedded Ray's settings: Ray starts one idle worker process per CPU in advance, for tasks,
 #: but the farm runs only actors (num_cpus=0), each in a process of its own; the idle ones would
@@ -101,6 +103,30 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def node_address_kept(node_ip_address: str) -> Iterator[None]:
+    """While `ray.init` starts an embedded node at `node_ip_address`, keep that address.
+
+    `ray.init(_node_ip_address="127.0.0.1")` replaces a loopback address with the host's
+    external one (`services.resolve_ip_for_localhost`, on Linux, where Ray's
+    `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` is on by default); the GCS, raylet, object manager,
+    agents and workers then bind every interface (their servers bind loopback only where the
+    node's address is 127.0.0.1). With that setting off, as on macOS and Windows, Ray keeps the
+    loopback address: Ray read it into `ray_constants` at import, so it is set there, for this
+    start only. A Ray without the attribute is left as it is; `listening.py` reports the truth."""
+    from ray._private import ray_constants
+
+    if node_ip_address != DEFAULT_BIND_ADDRESS or not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):
+        yield
+        return
+    previous = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = previous
+
+
 def _init(config: ClusterConfig) -> None:
     from ondevice_farm.api.wire import is_api_address
 
@@ -123,15 +149,17 @@ def _init(config: ClusterConfig) -> None:
     try:
         if config.address is None:
             ensure_local_token()
-            ray.init(
-                address="local",
-                _node_ip_address=config.node_ip_address or DEFAULT_BIND_ADDRESS,
-                include_dashboard=False,
-                num_cpus=os.cpu_count() or 1,
-                object_store_memory=config.object_store_bytes,
-                _system_config=EMBEDDED_SYSTEM_CONFIG,
-                **kwargs,
-            )
+            node_ip_address = config.node_ip_address or DEFAULT_BIND_ADDRESS
+            with node_address_kept(node_ip_address):
+                ray.init(
+                    address="local",
+                    _node_ip_address=node_ip_address,
+                    include_dashboard=False,
+                    num_cpus=os.cpu_count() or 1,
+                    object_store_memory=config.object_store_bytes,
+                    _system_config=EMBEDDED_SYSTEM_CONFIG,
+                    **kwargs,
+                )
         else:
             check_head_accepts(config.address, use_local_token())
             if config.node_ip_address:

@@ -145,12 +145,12 @@ def check_head_accepts(address: str, setup: AuthSetup, timeout_s: float = DEFAUL
 
 def submitter_instructions(address: str, loopback_only: bool = False) -> str:
     """What `farm serve` tells the operator: how a submitter here, and one elsewhere, connects
-    (`loopback_only`: its embedded Ray listens on this host only)."""
+    (`loopback_only`: every port of its embedded Ray was found bound to loopback)."""
     path = token_path()
     if loopback_only:
         return (
             f"Ray clients (`farm nightly/runs/show/report --address {address}`, or `farm submit` as a Ray "
-            f"driver) from this host find the token in {path}; Ray listens on loopback only: "
+            f"driver) from this host find the token in {path}; no other host reaches this Ray: "
             "`farm serve --bind ADDRESS` to take other hosts"
         )
     if os.environ.get(AUTH_MODE_VAR, "token").lower() != "token":

@@ -35,12 +35,13 @@ class Serving(NamedTuple):
 
 
 @contextmanager
-def farm_serve(home: Path, farm_home: Path, *args: str) -> Iterator[Serving]:
+def farm_serve(home: Path, farm_home: Path, *args: str, wrapper: tuple[str, ...] = ()) -> Iterator[Serving]:
     """`farm serve ARGS` (its submit API on a free port unless ARGS say otherwise) and where it
-    listens; Ctrl-C'd and its tree killed after."""
+    listens; Ctrl-C'd and its tree killed after. `wrapper`: a command that execs it (e.g. into a
+    network namespace of its own), so that the pid is still farm serve's."""
     api = [] if "--api-port" in args else ["--api-port", "0"]
     process = subprocess.Popen(
-        [FARM, "serve", *api, *args],
+        [*wrapper, FARM, "serve", *api, *args],
         env=clean_env(home, farm_home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from ondevice_farm.config import FarmHome
+from ondevice_farm.metrics.disk import DiskUsage
 from ondevice_farm.metrics.server import MetricsServer, start_metrics_server
 from ondevice_farm.store import ResultsStore
 
@@ -98,7 +100,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, real_run: RealRun) -> I
     server: MetricsServer | None = None
     process: subprocess.Popen[bytes] | None = None
     try:
-        server = start_metrics_server(store_path, port=0, fleet=fleet)
+        # as `farm serve` does: the farm directory's disk use too (its alerts read those series)
+        server = start_metrics_server(store_path, port=0, fleet=fleet, disk=DiskUsage(FarmHome(directory)))
         port = free_port()
         process = subprocess.Popen(
             [
