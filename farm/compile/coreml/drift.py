@@ -66,6 +66,7 @@ def predict_drift(
         outputs = list(lowered.output_names)
         rank0_inputs, rank0_outputs = set(lowered.rank0_inputs), set(lowered.rank0_outputs)
         program = convert_program(lowered, graph, options, "CPU_ONLY")._mil_program
+        names = _as_converted(names, list(program.functions["main"].inputs))
     missing = sorted(set(names) - set(inputs))
     if missing:
         raise UsageError(f"no input given for {', '.join(missing)}")
@@ -89,6 +90,14 @@ def predict_drift(
         name: value.reshape(()) if name in rank0_outputs else value
         for name, value in zip(outputs, results.values(), strict=True)
     }
+
+
+def _as_converted(names: dict[str, str], converted: list[str]) -> dict[str, str]:
+    """ONNX input name -> the converted program's input name. coremltools renames an input whose
+    name MIL reserves (`state` becomes `state_workaround`) and keeps the inputs' order."""
+    if set(names.values()) == set(converted) or len(names) != len(converted):
+        return names
+    return dict(zip(names, converted, strict=True))
 
 
 def _load_package_program(package: Path) -> Any:

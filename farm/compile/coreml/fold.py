@@ -45,9 +45,40 @@ class FoldedGraph:
     folded: Counter[str] = field(default_factory=Counter)
 
 
+#: folding passes at most: each pass that inlines an If infers shapes again for the next
+MAX_FOLD_PASSES = 8
+
+
 def fold_constants(model: onnx.ModelProto, *, keep_dequantize: bool = False) -> FoldedGraph:
     """Fold constant subgraphs; `keep_dequantize` leaves DequantizeLinear nodes (8-bit weights
-    the lowering keeps 8-bit) unfolded."""
+    the lowering keeps 8-bit) unfolded.
+
+    Shape inference knows nothing inside an If's branches, so once a pass has inlined one, the
+    graph left is folded again with fresh shapes: a Shape or Size read inside the branch (and
+    the Ifs that test it, as an exported RNN's batch checks do) folds then."""
+    graph = _fold_pass(model, keep_dequantize)
+    total = Counter(graph.folded)
+    for _ in range(MAX_FOLD_PASSES - 1):
+        if not graph.folded.get("If"):
+            break
+        graph = _fold_pass(_as_model(graph, model), keep_dequantize)
+        total.update(graph.folded)
+    graph.folded = total
+    return graph
+
+
+def _as_model(graph: FoldedGraph, original: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph left after a pass as a model again: its nodes, its constants as initializers."""
+    names = {info.name for info in graph.inputs}
+    inputs = [vi for vi in original.graph.input if vi.name in names]
+    inits = [numpy_helper.from_array(np.asarray(value), name) for name, value in graph.constants.items()]
+    body = helper.make_graph(graph.nodes, original.graph.name, inputs, list(original.graph.output), inits)
+    model = helper.make_model(body, opset_imports=list(original.opset_import))
+    model.ir_version = original.ir_version
+    return model
+
+
+def _fold_pass(model: onnx.ModelProto, keep_dequantize: bool) -> FoldedGraph:
     opset = default_opset(model)
     shapes = _inferred_shapes(model)
     constants: dict[str, np.ndarray] = {
