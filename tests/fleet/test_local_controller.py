@@ -1,0 +1,114 @@
+"""A plain `farm submit` beside a running `farm serve` (same farm directory, nothing exported)
+goes to that controller's submit API instead of starting Ray: said in one stderr line, and
+fast; `--embedded` forces the embedded path; a stale record is ignored, said in one line.
+
+HOME is a temp dir: the token the embedded Ray creates is not the user's.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ondevice_farm.api.local_controller import CONTROLLER_FILE
+from tests.fleet.conftest import only_loopback
+from tests.fleet.serve import FARM, clean_env, farm_serve
+
+pytestmark = pytest.mark.slow
+
+#: an embedded submit starts Ray (7-8 s here); the API path takes a quarter of a second, and on
+#: the 2-core CI machine under load a few times that: anything under this went through the API
+API_PATH_BOUND_S = 3.0
+USED = "submitting to the farm controller at"
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[str]
+    api_url: str
+    home: Path
+    farm_home: Path
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    if not only_loopback():
+        pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
+    root = tmp_path_factory.mktemp("local-controller")
+    home = root / "user"
+    home.mkdir()
+    with farm_serve(home, root / "farm") as serving:
+        yield Served(serving.process, serving.api_url, home, root / "farm")
+
+
+def plain_submit(
+    home: Path, farm_home: Path, model: Path, *args: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    began = time.monotonic()
+    done = subprocess.run(
+        [FARM, "submit", str(model), "--devices", "host-cpu", "--runs", "3", "--json", *args],
+        env=clean_env(home, farm_home),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    return done, time.monotonic() - began
+
+
+def stored_runs(farm_home: Path) -> set[str]:
+    with sqlite3.connect(farm_home / "results.sqlite") as db:
+        return {row[0] for row in db.execute("SELECT run_id FROM runs")}
+
+
+def test_serve_records_where_its_api_listens(served: Served) -> None:
+    record = json.loads((served.farm_home / CONTROLLER_FILE).read_text())
+    assert record["url"] == served.api_url
+    assert record["pid"] == served.process.pid
+    token = (served.home / ".ray" / "auth_token").read_text().strip()
+    assert token not in json.dumps(record)
+
+
+def test_a_plain_submit_uses_the_running_controller(served: Served, tiny_model: Path) -> None:
+    first, _ = plain_submit(served.home, served.farm_home, tiny_model)  # uploads the model once
+    assert first.returncode == 0, first.stderr[-3000:]
+    second, took_s = plain_submit(served.home, served.farm_home, tiny_model)
+    assert second.returncode == 0, second.stderr[-3000:]
+    said = [line for line in second.stderr.splitlines() if USED in line]
+    assert said == [f"farm: {USED} {served.api_url} (`farm serve`, pid {served.process.pid}); "
+                    "--embedded runs it here instead"]  # fmt: skip
+    assert took_s < API_PATH_BOUND_S, f"{took_s:.2f} s: not the API path"
+    document = json.loads(second.stdout)
+    assert document["jobs"][0]["status"] == "ok"
+    assert document["run_id"] in stored_runs(served.farm_home)
+
+
+def test_embedded_forces_the_embedded_path(served: Served, tiny_model: Path) -> None:
+    done, _ = plain_submit(served.home, served.farm_home, tiny_model, "--embedded")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert USED not in done.stderr
+    assert json.loads(done.stdout)["run_id"] in stored_runs(served.farm_home)
+
+
+def test_a_stale_record_is_ignored_in_one_line(served: Served, tiny_model: Path, tmp_path: Path) -> None:
+    """A record left by a `farm serve` that was killed (its pid gone), pointing at an API that
+    still answers (this module's): the pid decides, the submit runs embedded."""
+    farm_home = tmp_path / "farm"
+    farm_home.mkdir()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    record = json.loads((served.farm_home / CONTROLLER_FILE).read_text())
+    record.update(pid=gone.pid, store=str((farm_home / "results.sqlite").resolve()))
+    (farm_home / CONTROLLER_FILE).write_text(json.dumps(record))
+    done, _ = plain_submit(served.home, farm_home, tiny_model)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert USED not in done.stderr
+    said = [line for line in done.stderr.splitlines() if "ignoring the stale" in line]
+    assert len(said) == 1 and "process is gone" in said[0]
+    assert json.loads(done.stdout)["run_id"] in stored_runs(farm_home)
