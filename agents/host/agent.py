@@ -293,9 +293,11 @@ class HostAgent(DeviceAgent):
     def _session_process(
         self, unit: DeviceUnit, spec: dict[str, Any], timeout_s: float
     ) -> tuple[str, str, int]:
-        """Run session.py on `spec`; a cancel kills it (by its pid, the process we started)."""
+        """Run session.py on `spec`; a cancel kills it (by its pid, the process we started). Told
+        this pid, it dies with this process however it dies (its death signal is bound to the
+        thread that starts it, which waits for it here)."""
         process = subprocess.Popen(
-            [sys.executable, str(SESSION_SCRIPT)],
+            [sys.executable, str(SESSION_SCRIPT), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -6,6 +6,10 @@ state and CPU frequency history; in one long-lived process those are fixed for e
 the between-session spread would be hidden. It imports only numpy and onnxruntime (no farm), so
 a repeat costs the interpreter start and the session, nothing more.
 
+    python session.py PARENT_PID
+
+argv: the pid of the process that starts it (the host agent: a `DeviceActor`'s worker); the
+session dies with that process, however it dies (`die_with_parent`).
 stdin: a JSON object {model, providers, inputs (an .npz path), warmup, runs, threads, and
 optionally affinity (CPU numbers the process is pinned to before ONNX Runtime starts a thread)
 and spinning (bool: ONNX Runtime's session.intra_op.allow_spinning)};
@@ -15,16 +19,47 @@ stdout: a JSON object {samples_ms: [...], load_ms}.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
 NS_PER_MS = 1e6
+#: prctl(2)'s option: the signal this process gets when the thread that started it ends
+PR_SET_PDEATHSIG = 1
+#: off Linux (no prctl), how often a watcher thread asks whether the parent is still there
+PARENT_POLL_S = 1.0
+#: the exit status of a session whose parent was gone before it could start measuring
+ORPHANED_EXIT = 3
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """A parent killed with kill -9 (an OOM kill, `ray stop --force`, a killed actor) runs no code
+    that could end this process, which would then run its timed runs to their end on a host whose
+    next job it disturbs. On Linux the kernel SIGKILLs it when the parent's starting thread ends
+    (PR_SET_PDEATHSIG; the agent waits for it on that same thread); elsewhere a thread polls the
+    parent. A parent already gone before the signal was set: exit at once."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    else:
+
+        def watch() -> None:
+            while os.getppid() == parent_pid:
+                time.sleep(PARENT_POLL_S)
+            os._exit(ORPHANED_EXIT)
+
+        threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+    if os.getppid() != parent_pid:
+        os._exit(ORPHANED_EXIT)
 
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
-    import os
-
     if spec.get("affinity"):
         # before onnxruntime's import: every thread it starts inherits the mask
         os.sched_setaffinity(0, [int(c) for c in spec["affinity"]])
@@ -59,6 +94,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
+    if len(sys.argv) > 1:
+        die_with_parent(int(sys.argv[1]))
     try:
         result = measure(json.loads(sys.stdin.read()))
     except Exception as exc:  # the parent turns one line of it into a DeviceError
