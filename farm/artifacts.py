@@ -10,6 +10,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ondevice_farm.errors import DeviceError
 
@@ -106,15 +107,27 @@ def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
+def write_tree_tar(path: Path, out: BinaryIO) -> None:
+    """The directory `path` as one uncompressed tar of its files, the same bytes on every host."""
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for file in sorted(path.rglob("*")):
+            if file.is_file():  # directories come with their files; links are not artifacts
+                archive.add(file, arcname=file.relative_to(path).as_posix(), recursive=False, filter=_plain)
+
+
+def extract_tree_tar(source: BinaryIO, target: Path) -> None:
+    """A `write_tree_tar` archive into the new directory `target`; the "data" filter refuses
+    absolute paths, `..`, links out of the tree and devices."""
+    with tarfile.open(fileobj=source, mode="r:") as archive:
+        archive.extractall(target, filter="data")
+
+
 def pack_artifact(path: Path, sha256: str) -> ShippedArtifact:
     """`path` (a file or a directory) as one `ShippedArtifact`; `sha256` is its `sha256_path`."""
     if not path.is_dir():
         return ShippedArtifact(path.name, sha256, False, path.read_bytes())
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for file in sorted(path.rglob("*")):
-            if file.is_file():  # directories come with their files; links are not artifacts
-                archive.add(file, arcname=file.relative_to(path).as_posix(), recursive=False, filter=_plain)
+    write_tree_tar(path, buffer)
     return ShippedArtifact(path.name, sha256, True, buffer.getvalue())
 
 
@@ -132,9 +145,7 @@ def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
     try:
         staged = staging / shipped.name
         if shipped.is_tree:
-            with tarfile.open(fileobj=io.BytesIO(shipped.data), mode="r:") as archive:
-                # the "data" filter refuses absolute paths, `..`, links out of the tree, devices
-                archive.extractall(staged, filter="data")
+            extract_tree_tar(io.BytesIO(shipped.data), staged)
         else:
             staged.write_bytes(shipped.data)
         arrived = sha256_path(staged)

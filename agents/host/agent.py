@@ -173,6 +173,10 @@ class HostAgent(DeviceAgent):
     def _run(self, unit: DeviceUnit, request: RunRequest, run_options: Any) -> DeviceRun:
         if request.target.runtime != "ort":
             raise UsageError(f"{unit.profile} runs ONNX Runtime targets only, not {request.target}")
+        if request.generation is not None:  # an ONNX Runtime GenAI folder, in a process of its own
+            from ondevice_farm_agents.host.generate import run_generation
+
+            return run_generation(request, functools.partial(self._process, unit), unit.name)
         if request.target.backend == "cuda":
             from ondevice_farm_agents.host.cuda_run import run_cuda
 
@@ -243,6 +247,10 @@ class HostAgent(DeviceAgent):
         allocator state, which one long-lived process would share across every repeat."""
         if request.target.backend == "cuda":
             return super().measure_session(unit, request)
+        if request.generation is not None:
+            from ondevice_farm_agents.host.generate import measure_generation_session
+
+            return measure_generation_session(request, functools.partial(self._process, unit), unit.name)
         with tempfile.TemporaryDirectory(prefix="farm-session-") as tmp:
             inputs = Path(tmp) / "inputs.npz"
             arrays: dict[str, Any] = dict(request.inputs)
@@ -295,21 +303,26 @@ class HostAgent(DeviceAgent):
     ) -> tuple[str, str, int]:
         """Run session.py on `spec`; a cancel kills it (by its pid, the process we started). Told
         this pid, it dies with this process however it dies (its death signal is bound to the
-        thread that starts it, which waits for it here)."""
+        thread that starts it, which `_process` keeps waiting for it)."""
+        argv = [sys.executable, str(SESSION_SCRIPT), str(os.getpid())]
+        return self._process(unit, argv, json.dumps(spec), timeout_s)
+
+    def _process(
+        self, unit: DeviceUnit, argv: list[str], stdin: str, timeout_s: float
+    ) -> tuple[str, str, int]:
+        """A session's process fed `stdin`; a cancel kills it (by its pid, the process we started)."""
         process = subprocess.Popen(
-            [sys.executable, str(SESSION_SCRIPT), str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         with self.cancellation.stoppable(unit.serial, process.kill):
             try:
-                stdout, stderr = process.communicate(json.dumps(spec), timeout=timeout_s)
+                stdout, stderr = process.communicate(stdin, timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.communicate()
-                raise DeviceError(f"{unit.name}: a repeat took over {timeout_s:.0f} s") from None
+                raise DeviceError(f"{unit.name}: a session took over {timeout_s:.0f} s") from None
+        if process.returncode != 0:
+            self.cancellation.check(unit.serial)  # killed by a cancel
         return stdout, stderr, process.returncode
 
     def _profile(self, request: RunRequest, names: list[str], run: DeviceRun, run_options: Any) -> None:

@@ -10,10 +10,12 @@ import contextlib
 import hashlib
 import os
 import shutil
+import tarfile
 import tempfile
 from pathlib import Path
 from typing import Protocol
 
+from ondevice_farm.artifacts import extract_tree_tar
 from ondevice_farm.errors import UsageError
 
 #: the largest file a submitter may upload (an ONNX protobuf stops at 2 GiB; a checkpoint may be more)
@@ -63,11 +65,14 @@ class BlobStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
 
-    def path(self, sha256: str, name: str) -> Path:
-        """The blob under `name` (UsageError if it was never uploaded)."""
+    def path(self, sha256: str, name: str, *, tree: bool = False) -> Path:
+        """The blob under `name` (UsageError if it was never uploaded); a `tree` blob (a folder's
+        tar) unpacked into the directory `name`, staged and renamed into place whole."""
         blob = self._blob(sha256)
         if not blob.is_file():
             raise UsageError(f"{name} ({sha256[:12]}) was not uploaded to the controller first")
+        if tree:
+            return self._unpacked(blob, name)
         named = blob.parent / name
         if not named.exists():
             try:
@@ -77,6 +82,26 @@ class BlobStore:
             except OSError:  # a filesystem without hard links
                 shutil.copyfile(blob, named)
         return named
+
+    def _unpacked(self, blob: Path, name: str) -> Path:
+        target = blob.parent / name
+        if target.is_dir():
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=".unpacking-", dir=blob.parent))
+        try:
+            try:
+                with blob.open("rb") as archive:
+                    extract_tree_tar(archive, staging / name)
+            except (tarfile.TarError, OSError) as exc:
+                raise UsageError(f"{name}: the uploaded folder is not a readable tar ({exc})") from None
+            try:
+                os.rename(staging / name, target)
+            except OSError:
+                if not target.is_dir():  # another submission unpacked the same folder first
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
 
 
 def _drain(body: Readable, length: int) -> None:

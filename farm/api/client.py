@@ -3,13 +3,15 @@ running `farm serve` and reads the run back, without Ray (server.py says why).""
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ondevice_farm.api.wire import (
@@ -26,7 +28,7 @@ from ondevice_farm.api.wire import (
     SubmitOptions,
     error_from_event,
 )
-from ondevice_farm.artifacts import sha256_file
+from ondevice_farm.artifacts import CHUNK_BYTES, sha256_file, write_tree_tar
 from ondevice_farm.errors import ModelError, SchedulingError, UsageError
 from ondevice_farm.progress import Progress
 
@@ -58,11 +60,10 @@ class ApiTarget:
 
 
 def _local_file(path: Path, what: str) -> Path:
+    if path.is_dir() and what == "model":  # a model folder travels as one tar of its tree
+        return path
     if path.is_dir():
-        raise UsageError(
-            f"{what} {path} is a directory; the submit API takes files",
-            hint="submit a directory model (.mlpackage) with the Ray address `farm serve` printed",
-        )
+        raise UsageError(f"{what} {path} is a directory; it must be a file")
     if not path.is_file():
         error = ModelError if what == "model" else UsageError
         raise error(f"{what} not found: {path}")
@@ -107,21 +108,37 @@ def api_request(
 
 
 def _upload(target: ApiTarget, path: Path, progress: Progress) -> FileRef:
-    """The file on the controller under its hash; sent only if the controller lacks it."""
-    ref = FileRef(path.name, sha256_file(path))
+    """The file on the controller under its hash; sent only if the controller lacks it. A directory
+    goes as one tar of its tree, written to a temporary file first (never held in memory)."""
+    if not path.is_dir():
+        with path.open("rb") as body:
+            return _upload_body(
+                target, FileRef(path.name, sha256_file(path)), body, path.stat().st_size, progress
+            )
+    with tempfile.TemporaryFile() as archive:
+        write_tree_tar(path, archive)
+        size = archive.tell()
+        archive.seek(0)
+        digest = hashlib.sha256()
+        while chunk := archive.read(CHUNK_BYTES):
+            digest.update(chunk)
+        archive.seek(0)
+        return _upload_body(
+            target, FileRef(path.name, digest.hexdigest(), tree=True), archive, size, progress
+        )
+
+
+def _upload_body(target: ApiTarget, ref: FileRef, body: BinaryIO, size: int, progress: Progress) -> FileRef:
     with api_request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
         if found.status == 200:
             return ref
-    size = path.stat().st_size
-    progress.stage(f"uploading {path.name} ({size / 1e6:.1f} MB) to the controller")
-    with (
-        path.open("rb") as body,
-        api_request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put,
-    ):
+    shown = f"{ref.name}/ (a folder, as one tar)" if ref.tree else ref.name
+    progress.stage(f"uploading {shown} ({size / 1e6:.1f} MB) to the controller")
+    with api_request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put:
         answer = put.read()
         if put.status != 201:
             reason = json.loads(answer or b"{}").get("error") or put.reason
-            raise UsageError(f"the controller refused {path.name}: {reason}")
+            raise UsageError(f"the controller refused {ref.name}: {reason}")
     return ref
 
 

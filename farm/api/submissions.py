@@ -114,7 +114,7 @@ class SubmissionService:
         from ondevice_farm.controller.submission import with_home_caches
 
         def local(ref: Any) -> Any:
-            return None if ref is None else self.blobs.path(ref.sha256, ref.name)
+            return None if ref is None else self.blobs.path(ref.sha256, ref.name, tree=ref.tree)
 
         request = body.options.request(local(body.model), local(body.inputs_npz), local(body.reference_model))
         request = with_home_caches(request, self.home)

@@ -31,6 +31,7 @@ from ondevice_farm.errors import FarmError, UsageError
 
 if TYPE_CHECKING:
     from ondevice_farm.controller.submission import SubmitRequest
+    from ondevice_farm.generate.spec import GenerateSpec, PromptSource
 
 API_VERSION = 1
 BLOBS_PATH = "/v1/blobs/"
@@ -64,13 +65,16 @@ def is_api_address(address: str | None) -> bool:
 @dataclass(frozen=True)
 class FileRef:
     """A file the submission names, uploaded under its sha256; `name` keeps what the user called it
-    (a model's name is its file's stem, a checkpoint is told by its suffix)."""
+    (a model's name is its file's stem, a checkpoint is told by its suffix). `tree`: a directory (an
+    ONNX Runtime GenAI folder, an .mlpackage), uploaded as one tar (`write_tree_tar`) whose bytes
+    `sha256` is of, unpacked on the controller under `name`."""
 
     name: str
     sha256: str
+    tree: bool = False
 
-    def to_json(self) -> dict[str, str]:
-        return {"name": self.name, "sha256": self.sha256}
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256, **({"tree": True} if self.tree else {})}
 
     @classmethod
     def from_json(cls, value: Any) -> FileRef:
@@ -85,7 +89,7 @@ class FileRef:
             or not all(c in "0123456789abcdef" for c in digest)
         ):
             raise UsageError(f"{name}: not a sha256: {digest!r}")
-        return cls(name, digest)
+        return cls(name, digest, value.get("tree") is True)
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,11 @@ class SubmitOptions:
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
     sustained: str | None = None
     sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
+    #: `--generate prompt=64,decode=32`: a generation job on an ONNX Runtime GenAI folder
+    generate: str | None = None
+    #: `--prompt-file`: its name (a `.json` one holds token ids) and its content, sent inline
+    prompt_file_name: str | None = None
+    prompt_file_text: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -138,6 +147,7 @@ class SubmitOptions:
 
         if self.sustained_window_s < 0.1:
             raise UsageError("--sustained-window must be at least 0.1 s")
+        generate, prompt = self._generation()
         return SubmitRequest(
             model_path=model,
             devices=self.devices,
@@ -158,7 +168,23 @@ class SubmitOptions:
             placement_deadline_s=self.placement_deadline_s,
             sustained_s=parse_duration_s(self.sustained) if self.sustained else 0.0,
             sustained_window_s=self.sustained_window_s,
+            generate=generate,
+            prompt=prompt,
         )
+
+    def _generation(self) -> tuple[GenerateSpec | None, PromptSource | None]:
+        from ondevice_farm.generate.spec import PromptSource, parse_generate
+
+        from_file = self.prompt_file_text is not None
+        if self.generate is None:
+            if from_file:
+                raise UsageError("--prompt-file gives a generation job's prompt: add --generate")
+            return None, None
+        spec = parse_generate(self.generate, prompt_from_file=from_file)
+        if self.prompt_file_text is None:
+            return spec, None
+        name = self.prompt_file_name or "--prompt-file"
+        return spec, PromptSource(self.prompt_file_text, name.endswith(".json"), name)
 
 
 def _typed(name: str, given: Any, default: Any) -> Any:

@@ -47,7 +47,11 @@ class StderrProgress:
 
     def job_finished(self, job: dict[str, Any]) -> None:
         self.done += 1
-        if job["status"] == "ok":
+        if job["status"] == "ok" and job.get("generation"):
+            from ondevice_farm.reports.generation_text import generation_progress
+
+            status = generation_progress(job)
+        elif job["status"] == "ok":
             reference = reference_state(job)
             colour = {"passed": "green", "failed": "bold red"}.get(reference.state, "yellow")
             status = (
@@ -166,6 +170,18 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     show_default=True,
     help="Seconds per window of a sustained run.",
 )
+@click.option(
+    "--generate",
+    metavar="SPEC",
+    help="A generation job on an ONNX Runtime GenAI folder: prompt=N,decode=N[,depth=D,D...][,reps=N]"
+    "[,warmup=N] (TTFT, prefill and decode tokens/s, token agreement; docs/generate.md).",
+)
+@click.option(
+    "--prompt-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A generation job's prompt: text for the model's tokenizer, or a .json list of token ids "
+    "(default: seeded synthetic ids of prompt=N tokens).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
 @click.pass_obj
@@ -194,6 +210,8 @@ def submit(
     placement_deadline_s: float,
     sustained: str | None,
     sustained_window_s: float,
+    generate: str | None,
+    prompt_file: Path | None,
     as_json: bool,
     wide: bool,
 ) -> None:
@@ -217,6 +235,9 @@ def submit(
         placement_deadline_s=placement_deadline_s,
         sustained=sustained,
         sustained_window_s=sustained_window_s,
+        generate=generate,
+        prompt_file_name=None if prompt_file is None else prompt_file.name,
+        prompt_file_text=None if prompt_file is None else prompt_file.read_text(),
     )
     address = address or os.environ.get("RAY_ADDRESS") or None
     if embedded and address is not None:

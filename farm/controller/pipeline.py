@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ondevice_farm.analysis.job import failed_document, job_document
-from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.artifacts import ArtifactStore, tree_size_bytes
 from ondevice_farm.compile import OrtCompileCache, compile_for_target
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import (
@@ -58,6 +58,12 @@ def compile_all(
     request: SubmitRequest, prepared: Prepared, home: FarmHome, progress: Progress
 ) -> dict[Target, CompiledArtifact | FarmError]:
     store = ArtifactStore(home.artifacts)
+    if prepared.generation is not None:  # an ONNX Runtime GenAI folder is its own artifact
+        from ondevice_farm.controller.generation import folder_artifact
+
+        size_mb = tree_size_bytes(prepared.info.path) / 1e6
+        progress.stage(f"storing the model folder {prepared.info.name} ({size_mb:.1f} MB)")
+        return {t: folder_artifact(prepared, t, store) for t in sorted({t for _, t in prepared.plan})}
     # the source model too, under its own hash: `farm report` finds it there after the user's
     # copy has moved, for op alignment and the pre-flight comparison
     store.put(prepared.info.path, "model.onnx")
@@ -97,6 +103,7 @@ def run_request(request: SubmitRequest, prepared: Prepared, artifact: CompiledAr
         # the job's deadline grows with the sustained phase it asks for
         timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
         io_names=artifact.io_names,
+        generation=prepared.generation,
     )
 
 
@@ -125,7 +132,12 @@ def plan_model(
     expected_s: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> PlannedModel:
     compiled = compile_all(request, prepared, home, progress)
-    if prepared.torch is not None:
+    if prepared.generation is not None:
+        from ondevice_farm.controller.generation import folder_reference
+
+        progress.stage(f"generating the host reference of {prepared.info.name} greedily on the CPU")
+        reference = folder_reference(prepared, home.references)
+    elif prepared.torch is not None:
         # the checkpoint itself is the reference: the ONNX export's own error then shows in every job
         progress.stage(f"computing the host reference of {prepared.info.name} with PyTorch eager")
         reference = prepared.torch.eager
@@ -155,6 +167,9 @@ def plan_model(
             )
             continue
         if artifact.sha256 not in shipped:
+            if artifact.path.is_dir() and not client.embedded:  # a folder may be gigabytes: say so
+                size_mb = tree_size_bytes(artifact.path) / 1e6
+                progress.stage(f"shipping {artifact.path.name} ({size_mb:.1f} MB) to the object store")
             shipped[artifact.sha256] = client.ship(artifact.path, artifact.sha256)
         planned.bases[job_id] = (base, artifact)
         planned.specs.append(

@@ -34,6 +34,8 @@ from ondevice_farm.targets import Target
 from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
 if TYPE_CHECKING:
+    from ondevice_farm.generate.spec import GenerateSpec, PromptSource
+    from ondevice_farm.generate.trace import GenerationPlan
     from ondevice_farm.torch_source.ingest import TorchSource
 
 
@@ -71,6 +73,10 @@ class SubmitRequest:
     #: a sustained phase after the timed runs (0: none), cut into windows of this length
     sustained_s: float = 0.0
     sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
+    #: a generation job (`--generate`): MODEL is an ONNX Runtime GenAI folder (docs/generate.md)
+    generate: GenerateSpec | None = None
+    #: a generation job's prompt (`--prompt-file`) instead of seeded synthetic token ids
+    prompt: PromptSource | None = None
 
 
 @dataclass
@@ -86,6 +92,8 @@ class Prepared:
     reference_info: ModelInfo | None = None
     #: the checkpoint, its ONNX export and eager reference, where the source is PyTorch
     torch: TorchSource | None = None
+    #: a generation job's token ids and counts (`SubmitRequest.generate`)
+    generation: GenerationPlan | None = None
 
     @property
     def reference_source(self) -> ModelInfo:
@@ -130,6 +138,10 @@ def prepare(
         raise UsageError("--attempts must be at least 1")
     selectors = parse_devices(request.devices, profiles, attached)
     check_targets(selectors, profiles, request.targets)
+    if request.generate is not None:
+        from ondevice_farm.controller.generation import prepare_generation
+
+        return prepare_generation(request, selectors, profiles)
     plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
     if is_torch_checkpoint(request.model_path):
         if request.reference_model is not None:
@@ -178,6 +190,7 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
             "targets": None if request.targets is None else [t.name for t in request.targets],
             "reference_model": None if prepared.reference_info is None else str(prepared.reference_info.path),
             "tolerance": _tolerance_setting(request.tolerance),
+            **({"generate": request.generate.text()} if request.generate is not None else {}),
         },
     }
 

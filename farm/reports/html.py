@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ondevice_farm.reports import html_energy, html_layers, html_numerics, html_sustained
+from ondevice_farm.reports import html_energy, html_generation, html_layers, html_numerics, html_sustained
 from ondevice_farm.reports import html_sections as sections
 from ondevice_farm.reports.document import Report, build_report
 from ondevice_farm.reports.html_sections import e
@@ -59,6 +59,8 @@ def render_report(report: Report) -> str:
     ]
     if html_sustained.has_sustained(report.columns):
         parts.insert(3, ("sustained", "Sustained load", html_sustained.sustained(report.columns)))
+    if html_generation.has_generation(report.columns):
+        parts.insert(2, ("generation", "Generation", html_generation.generation(report.columns)))
     if html_energy.has_energy(report.columns):
         parts.insert(3, ("energy", "Energy per inference", html_energy.energy(report.columns)))
     if report.layers is not None:

@@ -15,6 +15,7 @@ from ondevice_farm.analysis.spread import spread_warnings
 from ondevice_farm.compile.placement import short_provider
 from ondevice_farm.reports.energy_text import energy_lines
 from ondevice_farm.reports.fit import fit_table, table_width
+from ondevice_farm.reports.generation_text import generation_lines, generation_table
 from ondevice_farm.reports.kernel_sources import kernel_sources_of
 from ondevice_farm.reports.provenance import describe, placement_mark, time_mark
 from ondevice_farm.reports.sustained_text import sustained_lines
@@ -224,8 +225,12 @@ def render_run(
     summary = summary_table(document["jobs"])
     tables = [summary] if wide else fit_table(console, summary, console.width)
     parts: list[Any] = [header, *tables]
+    generation = generation_table(document["jobs"])
+    if generation is not None:
+        parts.extend([generation] if wide else fit_table(console, generation, console.width))
     for index, job in enumerate(document["jobs"]):
         if job["status"] == "ok":
+            parts.append(generation_lines(job))
             parts.append(compile_lines(job))
             parts.append(reference_lines(job))
             parts.append(sustained_lines(job))

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .tiny_llama import build_tiny_llama
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny random Llama folder for the whole test session (building it takes seconds)."""
+    pytest.importorskip("onnxruntime_genai")
+    pytest.importorskip("transformers")
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
