@@ -29,11 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from ondevice_farm.errors import ModelError
+from ondevice_farm.errors import ModelError, install_hint
 from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 from ondevice_farm.torch_source.runtime import import_torch
 
 DEFAULT_ONNX_OPSET = 18
+DYNAMO = "dynamo exporter"
+#: why the dynamo exporter did not run, as the export record keeps it
+DYNAMO_NEEDS_ONNXSCRIPT = f"{DYNAMO}: onnxscript is not installed"
+DYNAMO_NEEDS_PROGRAM = f"{DYNAMO}: takes an nn.Module or ExportedProgram, not a TorchScript module"
 EXPORT_FILE = "model.onnx"
 RECORD_FILE = "export.json"
 
@@ -87,19 +91,60 @@ def _quiet() -> Iterator[None]:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+    # the TorchScript exporter follows its reason with the whole graph node ("[Caused by ...")
+    first = text.splitlines()[0].split(" [Caused by", 1)[0].strip() if text else ""
+    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
+
+
+class _ExportFailed(Exception):
+    """The last exporter tried failed: which one, why, and why those before it did not run."""
+
+    def __init__(self, exporter: str, cause: BaseException, fallbacks: list[str]) -> None:
+        super().__init__(exporter)
+        self.exporter = exporter
+        self.cause = cause
+        self.fallbacks = fallbacks
+
+
+def _failure(checkpoint: TorchCheckpoint, failed: _ExportFailed) -> ModelError:
+    """One line that says which exporter ran and why the other did not; a hint with what to
+    install or try, by that reason."""
+    ran = f"the {failed.exporter} exporter failed: {_first_line(failed.cause)}"
+    before = "; ".join(f.removeprefix(f"{DYNAMO}: ") for f in failed.fallbacks)
+    without_onnx = "coreml-torch/* targets convert the checkpoint without ONNX"
+    if DYNAMO_NEEDS_ONNXSCRIPT in failed.fallbacks:
+        why, hint = (
+            f"the {DYNAMO} did not run: onnxscript is not installed",
+            f"install the `torch` extra, which brings onnxscript ({install_hint('torch')}), and run this "
+            f"again: the {DYNAMO} takes programs the TorchScript one cannot; or {without_onnx}",
+        )
+    elif DYNAMO_NEEDS_PROGRAM in failed.fallbacks:
+        why, hint = (
+            f"the {DYNAMO} did not run: it takes an nn.Module or ExportedProgram, not a TorchScript module",
+            "save the model as a .pt2 (torch.export.save(torch.export.export(model, args), 'model.pt2')) "
+            f"so the {DYNAMO} can take it ({install_hint('torch')} brings onnxscript, which it needs); "
+            f"or {without_onnx}",
+        )
+    else:
+        why, hint = (
+            f"the {DYNAMO} failed first ({before})" if before else f"the {DYNAMO} was not tried",
+            f"{without_onnx}; or export it to ONNX yourself (torch.onnx.export) and submit the .onnx",
+        )
+    return ModelError(f"{checkpoint.path}: torch.onnx.export cannot export it: {ran}; {why}", hint=hint)
 
 
 def _export(
     checkpoint: TorchCheckpoint, args: tuple[Any, ...], names: tuple[str, ...], target: Path, opset: int
 ) -> tuple[str, list[str]]:
+    """(the exporter that ran, why those tried before it did not); _ExportFailed where the last
+    one tried failed."""
     torch = import_torch()
     input_names = [spec.name for spec in checkpoint.inputs]
     fallbacks: list[str] = []
     if checkpoint.kind == "exported_program":
         # onnxscript is the dynamo exporter's own dependency, which torch does not pull in
         if importlib.util.find_spec("onnxscript") is None:
-            fallbacks.append("dynamo exporter: onnxscript is not installed")
+            fallbacks.append(DYNAMO_NEEDS_ONNXSCRIPT)
         else:
             try:
                 with _quiet():
@@ -115,24 +160,29 @@ def _export(
                     )
                 return "dynamo", fallbacks
             except Exception as exc:  # the exporter raises its own error types per stage
-                fallbacks.append(f"dynamo exporter: {_first_line(exc)}")
-        # the TorchScript exporter cannot take the program's GraphModule (it calls .train());
-        # a trace of it is an ordinary ScriptModule
-        with _quiet():
-            module = torch.jit.trace(checkpoint.module(), args, check_trace=False)
+                fallbacks.append(f"{DYNAMO}: {_first_line(exc)}")
     else:
-        fallbacks.append("dynamo exporter: takes an nn.Module or ExportedProgram, not a TorchScript module")
-        module = checkpoint.module()
-    with _quiet():
-        torch.onnx.export(
-            module,
-            args,
-            str(target),
-            dynamo=False,
-            input_names=input_names,
-            output_names=list(names),
-            opset_version=opset,
-        )
+        fallbacks.append(DYNAMO_NEEDS_PROGRAM)
+    try:
+        if checkpoint.kind == "exported_program":
+            # the TorchScript exporter cannot take the program's GraphModule (it calls .train());
+            # a trace of it is an ordinary ScriptModule
+            with _quiet():
+                module = torch.jit.trace(checkpoint.module(), args, check_trace=False)
+        else:
+            module = checkpoint.module()
+        with _quiet():
+            torch.onnx.export(
+                module,
+                args,
+                str(target),
+                dynamo=False,
+                input_names=input_names,
+                output_names=list(names),
+                opset_version=opset,
+            )
+    except Exception as exc:  # the TorchScript exporter's errors, of many types
+        raise _ExportFailed("TorchScript", exc, fallbacks) from None
     return "torchscript", fallbacks
 
 
@@ -164,7 +214,9 @@ def export_onnx(
             exporter, fallbacks = _export(
                 checkpoint, checkpoint.example_args(inputs), names, staging / EXPORT_FILE, opset
             )
-        except Exception as exc:  # both exporters failed: the ONNX route is closed for this model
+        except _ExportFailed as failed:  # the ONNX route is closed for this model
+            raise _failure(checkpoint, failed) from None
+        except Exception as exc:  # torch itself failed before any exporter ran
             raise ModelError(
                 f"{checkpoint.path}: torch.onnx.export cannot export it: {_first_line(exc)}",
                 hint="coreml-torch/* targets convert the checkpoint without ONNX",
