@@ -68,7 +68,7 @@ def prepare_generation(
     generation = generation_plan(request.generate, folder, request.seed, request.prompt)
     info = folder.info(generation.prompt_tokens)
     inputs = {PROMPT_INPUT: np.asarray(generation.prompt_ids, dtype=np.int32)}
-    shapes = {PROMPT_INPUT: (generation.prompt_tokens,)}
+    shapes: dict[str, tuple[int, ...]] = {PROMPT_INPUT: (generation.prompt_tokens,)}
     return Prepared(info, selectors, plan, shapes, inputs, generation=generation)
 
 
