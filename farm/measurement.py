@@ -25,10 +25,22 @@ class OpTiming:
     name: str
     op_type: str
     provider: str
+    #: the mean over the profiled runs of the node's time in one run
     mean_us: float
+    #: kernel events the profile held for it, over all its runs
     calls: int = 1
     #: how `mean_us` was obtained: "measured" (profiled), "estimated", "synthetic" (PROVENANCES)
     source: str = "measured"
+    #: the median over the profiled runs of the node's time in one run: one slow run does not move
+    #: it (None where the runner reports one figure per op: an estimate, a summary)
+    median_us: float | None = None
+    #: profiled runs `median_us` and `mean_us` are over (None: not known)
+    runs: int | None = None
+
+    @property
+    def time_us(self) -> float:
+        """The figure the op table ranks and shares by: the median where recorded, else the mean."""
+        return self.median_us if self.median_us is not None else self.mean_us
 
 
 @dataclass(frozen=True)

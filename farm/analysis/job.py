@@ -11,6 +11,7 @@ import numpy as np
 from ondevice_farm.analysis.energy import energy_document
 from ondevice_farm.analysis.latency import session_p50
 from ondevice_farm.analysis.numeric import FLOAT, OutputDiff, ReferenceCheck, Tolerance, compare_outputs
+from ondevice_farm.analysis.op_table import op_table
 from ondevice_farm.analysis.sessions import sessions_document
 from ondevice_farm.analysis.sustained import sustained_document
 from ondevice_farm.analysis.topk import index_agreement, topk_agreement
@@ -25,22 +26,6 @@ from ondevice_farm.targets import Target
 BYTES_PER_MB = 1024 * 1024
 #: trace event args worth keeping; ORT adds per-thread scheduling stats we do not use
 TRACE_ARGS = ("op_name", "provider", "node_index")
-
-
-def op_table(ops: list[OpTiming], placement_source: str = "measured") -> list[dict[str, Any]]:
-    total = sum(op.mean_us for op in ops) or 1.0
-    return [
-        {
-            "name": op.name,
-            "op_type": op.op_type,
-            "provider": op.provider,
-            "mean_us": round(op.mean_us, 3),
-            "share": round(op.mean_us / total, 6),
-            "time_source": op.source,
-            "placement_source": placement_source,
-        }
-        for op in ops
-    ]
 
 
 def provenance(run: DeviceRun, ops: list[OpTiming]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Split ONNX Runtime's profile into its runs, so the cold first run can be left out of per-op means.
+"""Split ONNX Runtime's profile into its runs: the cold first run is left out of the per-op table,
+and each kernel's median and mean are over the warm runs (`ondevice_farm.analysis.op_table`).
 
 A profiled session times every `run()` from the first, and the first run of a fresh session pays
 one-off costs inside its kernels: on the CUDA provider cuDNN's exhaustive convolution algorithm
@@ -16,11 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ondevice_farm.analysis.ort_profile import node_events, op_timings
+from ondevice_farm.analysis.ort_profile import node_events, op_timings, op_timings_by_run
 from ondevice_farm.measurement import DeviceRun
 
 RUN_EVENT = "model_run"
-#: runs left out of per-op means: the first, which warms the session up
+#: runs left out of the per-op table: the first, which warms the session up
 DEFAULT_COLD_RUNS = 1
 #: warm profiled runs at most; they are separate from the timed ones: profiling costs time per node
 DEFAULT_PROFILED_RUNS = 10
@@ -85,9 +86,12 @@ def warm_events(
 
 
 def record_profile(run: DeviceRun, events: Sequence[Mapping[str, Any]]) -> list[ProfiledRun]:
-    """Fill `run`'s per-op table (warm runs only), placement and trace from a profile; the runs found."""
+    """Fill `run`'s per-op table (warm runs only: each kernel's median and mean time per run),
+    placement and trace from a profile; the runs found. A profile without marked warm runs gives
+    each kernel event as one run (`op_timings`)."""
     runs = profiled_runs(events)
-    run.ops = op_timings(warm_events(events, runs=runs))
+    warm = [r.nodes for r in runs[DEFAULT_COLD_RUNS:] if r.nodes]
+    run.ops = op_timings_by_run(warm) if warm else op_timings(warm_events(events, runs=runs))
     run.placement = {op.name: op.provider for op in run.ops}
     run.trace_events = [dict(e) for e in node_events(events)]
     return runs

@@ -34,20 +34,20 @@ class Fallback:
 
     @property
     def node_us(self) -> float:
-        return sum(n.mean_us for n in self.nodes)
+        return sum(n.time_us for n in self.nodes)
 
     @property
     def copy_us(self) -> float:
-        return sum(c.mean_us for c in self.copies_in + self.copies_out)
+        return sum(c.time_us for c in self.copies_in + self.copies_out)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "nodes": [
-                {"name": n.name, "op_type": n.op_type, "mean_us": round(n.mean_us, 3)} for n in self.nodes
+                {"name": n.name, "op_type": n.op_type, "time_us": round(n.time_us, 3)} for n in self.nodes
             ],
             "node_us": round(self.node_us, 3),
             "copies": [
-                {"name": c.name, "op_type": c.op_type, "mean_us": round(c.mean_us, 3)}
+                {"name": c.name, "op_type": c.op_type, "time_us": round(c.time_us, 3)}
                 for c in self.copies_in + self.copies_out
             ],
             "copy_us": round(self.copy_us, 3),
@@ -66,7 +66,7 @@ class TransferReport:
 
     @property
     def copy_us(self) -> float:
-        return sum(c.mean_us for c in self.copies)
+        return sum(c.time_us for c in self.copies)
 
     @property
     def copy_share(self) -> float:
@@ -128,7 +128,7 @@ def transfer_report(ops: Sequence[OpTiming], accelerator: str) -> TransferReport
     """
     report = TransferReport(
         accelerator=accelerator,
-        total_us=sum(op.mean_us for op in ops),
+        total_us=sum(op.time_us for op in ops),
         copies=[op for op in ops if is_copy(op)],
         partitions=Placement({op.name: op.provider for op in ops if not is_copy(op)}).partitions,
         placement=dict(Counter(op.provider for op in ops)),
@@ -155,13 +155,16 @@ def transfer_report(ops: Sequence[OpTiming], accelerator: str) -> TransferReport
 
 
 def ops_from_table(table: Iterable[Mapping[str, Any]]) -> list[OpTiming]:
-    """The job document's `ops` rows back into `OpTiming`s, for stored jobs."""
+    """The job document's `ops` rows back into `OpTiming`s, for stored jobs (rows stored before
+    medians have a mean only)."""
     return [
         OpTiming(
             name=str(r["name"]),
             op_type=str(r["op_type"]),
             provider=str(r["provider"]),
             mean_us=float(r["mean_us"]),
+            median_us=None if r.get("median_us") is None else float(r["median_us"]),
+            runs=None if r.get("runs") is None else int(r["runs"]),
         )
         for r in table
     ]

@@ -66,6 +66,14 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         RESULT,
     ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
+    "farm_generation_ttft_seconds": (
+        "Time to first token of the newest generation job (median of its timed generations; measured).",
+        RESULT,
+    ),
+    "farm_generation_decode_tokens_per_second": (
+        "Decode rate of the newest generation job: tokens after the first over their span (median).",
+        RESULT,
+    ),
     "farm_ops": (
         "Ops of the newest job by the backend that ran them (source: measured, planned or synthetic).",
         (*RESULT, "backend", "source"),
@@ -74,6 +82,17 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Ops run on the CPU although the target asked for an accelerator (source: as farm_ops).",
         (*RESULT, "source"),
     ),
+    "farm_op_time_seconds": (
+        "Time per run of the newest job's slowest kernels, by statistic over its profiled runs: median "
+        "(what the op table ranks by) or mean (source: measured, estimated or synthetic).",
+        (*RESULT, "kernel", "op_type", "backend", "statistic", "source"),
+    ),
+    "farm_op_time_share_ratio": (
+        "Share of the newest job's op time in each of its slowest kernels, of the summed medians "
+        "(share_of=median) or, where the runner gives one figure per op, means.",
+        (*RESULT, "kernel", "op_type", "backend", "share_of", "source"),
+    ),
+    "farm_op_profiled_runs": ("Profiled runs the newest job's per-op statistics are over.", RESULT),
     "farm_partitions": ("Subgraphs the model was split into between backends.", RESULT),
     "farm_reference_max_abs_error": ("Largest absolute error against the host reference.", RESULT),
     "farm_reference_snr_db": ("Lowest signal-to-noise ratio against the host reference, dB.", RESULT),
@@ -248,9 +267,18 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
             add("farm_sustained_temperature_celsius", result, window.max_temperature_c, str(number))
         add("farm_sustained_energy_per_inference_joules", result, result.sustained_energy_j)
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
+        add("farm_generation_ttft_seconds", result, result.generation_ttft_s)
+        add("farm_generation_decode_tokens_per_second", result, result.generation_decode_tokens_per_s)
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend, result.placement_source)
         add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops), result.placement_source)
+        for op in result.slowest_ops:
+            kernel = (op.kernel, op.op_type, op.backend)
+            add("farm_op_time_seconds", result, op.median_s, *kernel, "median", op.source)
+            add("farm_op_time_seconds", result, op.mean_s, *kernel, "mean", op.source)
+            add("farm_op_time_share_ratio", result, op.share, *kernel, op.share_of, op.source)
+        runs = result.op_profiled_runs
+        add("farm_op_profiled_runs", result, None if runs is None else float(runs))
         add("farm_partitions", result, None if result.partitions is None else float(result.partitions))
         # a simulated unit computes no outputs: no reference series, so no reference alert fires
         if result.reference is not None and result.latency_source != "synthetic":

@@ -48,10 +48,17 @@ JOB_PATHS: tuple[str, ...] = (
     "$.provenance.placement",
     "$.sustained.windows",
     "$.sustained.summary.energy_mj_per_inference",
+    "$.generation.ttft_ms.median",
+    "$.generation.decode_tokens_per_s.median",
+    "$.ops",
 )
 #: quantile label -> the key in a sustained window (docs/results.md, "Sustained runs")
 WINDOW_QUANTILES: tuple[tuple[str, str], ...] = (("0.5", "p50_ms"), ("0.9", "p90_ms"), ("0.99", "p99_ms"))
 J_PER_MJ = 1e-3
+US_PER_S = 1e6
+#: kernels per series in the op-time gauges: the slowest, by the op table's statistic; a model's
+#: full table (hundreds of kernels) is the report's, not a scrape's
+DEFAULT_OP_KERNELS = 10
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,23 @@ class SustainedWindowNumbers:
 
     latency_s: dict[str, float]
     max_temperature_c: float | None
+
+
+@dataclass(frozen=True)
+class OpTimeNumbers:
+    """One of a job's slowest kernels, in seconds: its time per profiled run by median and mean,
+    its share of the op time by the statistic `share_of` names."""
+
+    kernel: str
+    op_type: str
+    backend: str
+    median_s: float | None
+    mean_s: float | None
+    share: float | None
+    #: "median" or "mean": what `share` is of
+    share_of: str
+    #: how the times were obtained (measured, estimated, synthetic)
+    source: str
 
 
 @dataclass(frozen=True)
@@ -111,6 +135,13 @@ class LatestResult:
     placement_source: str = "measured"
     #: "synthetic" for a simulated unit: its reference series are never exported
     latency_source: str = "measured"
+    #: a generation job's median TTFT (seconds) and decode rate (tokens after the first per second)
+    generation_ttft_s: float | None = None
+    generation_decode_tokens_per_s: float | None = None
+    #: the slowest kernels (DEFAULT_OP_KERNELS), slowest first; empty without an op profile
+    slowest_ops: tuple[OpTimeNumbers, ...] = ()
+    #: profiled runs the per-op statistics are over; None where not recorded
+    op_profiled_runs: int | None = None
 
     @property
     def labels(self) -> tuple[str, str, str]:
@@ -174,6 +205,38 @@ def _windows(value: Any) -> tuple[SustainedWindowNumbers, ...]:
     return tuple(windows)
 
 
+def _slowest_ops(value: Any, count: int = DEFAULT_OP_KERNELS) -> tuple[OpTimeNumbers, ...]:
+    """The op table's slowest kernels by the statistic its shares are of (rows stored before
+    medians: the mean), as `ondevice_farm.analysis.op_table` ranks them."""
+    rows = [row for row in value if isinstance(row, dict)] if isinstance(value, list) else []
+
+    def of(row: dict[str, Any]) -> str:
+        return "median" if row.get("share_of") == "median_us" else "mean"
+
+    def time_us(row: dict[str, Any]) -> float:
+        return _number(row.get(f"{of(row)}_us")) or 0.0
+
+    return tuple(
+        OpTimeNumbers(
+            kernel=str(row.get("name", "")),
+            op_type=str(row.get("op_type", "")),
+            backend=str(row.get("provider", "")),
+            median_s=_scaled(row.get("median_us"), 1 / US_PER_S),
+            mean_s=_scaled(row.get("mean_us"), 1 / US_PER_S),
+            share=_number(row.get("share")),
+            share_of=of(row),
+            source=str(row.get("time_source") or "measured"),
+        )
+        for row in sorted(rows, key=lambda r: -time_us(r))[:count]
+    )
+
+
+def _profiled_runs(value: Any) -> int | None:
+    runs = [r.get("runs") for r in value if isinstance(r, dict)] if isinstance(value, list) else []
+    known = [int(n) for n in runs if isinstance(n, int) and not isinstance(n, bool)]
+    return max(known) if known else None
+
+
 def parse_latest(values: list[Any]) -> LatestResult:
     """`values` are the document's values at JOB_PATHS, in that order."""
     doc = dict(zip(JOB_PATHS, values, strict=True))
@@ -223,4 +286,8 @@ def parse_latest(values: list[Any]) -> LatestResult:
         sustained_energy_j=_scaled(doc["$.sustained.summary.energy_mj_per_inference"], J_PER_MJ),
         placement_source=placement_source,
         latency_source=str(doc["$.provenance.latency"] or "measured"),
+        generation_ttft_s=_scaled(doc["$.generation.ttft_ms.median"], 1 / MS_PER_S),
+        generation_decode_tokens_per_s=_number(doc["$.generation.decode_tokens_per_s.median"]),
+        slowest_ops=_slowest_ops(doc["$.ops"]),
+        op_profiled_runs=_profiled_runs(doc["$.ops"]),
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ondevice_farm.op_rows import op_time_us
 from ondevice_farm.preflight.check import GraphNode, graph_nodes
 from ondevice_farm.reports.compare import Column, backend_name
 
@@ -61,7 +62,8 @@ class Cell:
     kernel: str
     op_type: str
     backend: str
-    mean_us: float | None
+    #: the kernel's time per run by the op table's statistic (`op_time_us`); None: not recorded
+    time_us: float | None
     certainty: str  # exact | fused | partition | uncertain | placed | absent
 
 
@@ -162,7 +164,7 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
             str(kernel["name"]),
             str(kernel.get("op_type", "")),
             backend,
-            float(kernel.get("mean_us") or 0.0),
+            op_time_us(kernel) or 0.0,
             "exact",
         )
         cells[anchor] = cell
@@ -172,13 +174,13 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
             producer = graph.sole_producer(current)
             if producer is None or producer in cells:
                 break
-            cells[producer] = Cell(cell.kernel, cell.op_type, backend, cell.mean_us, "fused")
+            cells[producer] = Cell(cell.kernel, cell.op_type, backend, cell.time_us, "fused")
             current = producer
     node_placement = {
         str(k): backend_name(str(v)) for k, v in column.compile.get("node_placement", {}).items()
     }
     for backend, kernels in partitions.items():
-        total = sum(float(k.get("mean_us") or 0.0) for k in kernels)
+        total = sum(op_time_us(k) or 0.0 for k in kernels)
         name = kernels[0]["name"] if len(kernels) == 1 else f"{len(kernels)} {backend} partitions"
         for node, placed in node_placement.items():
             if placed == backend and node in graph.nodes and node not in cells:
@@ -192,7 +194,7 @@ def _align_column(graph: _Graph, column: Column) -> tuple[dict[str, Cell], list[
             guess = next((p for p in graph.producers(name) if p in profiled), None)
         if guess is not None:
             source = cells[guess]
-            cells[name] = Cell(source.kernel, source.op_type, source.backend, source.mean_us, "uncertain")
+            cells[name] = Cell(source.kernel, source.op_type, source.backend, source.time_us, "uncertain")
         elif name in node_placement:
             cells[name] = Cell(name, graph.nodes[name].op_type, node_placement[name], None, "placed")
         elif column.ops:
@@ -239,6 +241,6 @@ def describe(cell: Cell) -> str:
     """`FusedConv on CPU, 0.412 ms (fused)`: one cell of the alignment as text."""
     if cell.certainty == "absent":
         return "not in the profile (folded or removed)"
-    time = ", time not recorded" if cell.mean_us is None else f", {cell.mean_us / 1000:.3f} ms"
+    time = ", time not recorded" if cell.time_us is None else f", {cell.time_us / 1000:.3f} ms"
     kind = "" if cell.certainty == "exact" else f" ({cell.certainty})"
     return f"{cell.kernel} [{cell.op_type}] on {cell.backend}{time}{kind}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ondevice_farm.compile.placement import short_provider
+from ondevice_farm.op_rows import op_time_us
 
 #: how people write the backends whose provider names ONNX Runtime spells in CamelCase
 BACKEND_NAMES = {"nnapi": "NNAPI", "xnnpack": "XNNPACK", "qnn": "QNN", "coreml": "CoreML", "cuda": "CUDA"}
@@ -24,8 +25,9 @@ class Fallback:
 
     name: str
     op_type: str
-    #: None where the device recorded the placement but no per-op time
-    mean_us: float | None
+    #: its time per run by the statistic of the job's op table (the median where the profile
+    #: recorded its runs, `op_time_us`); None where the device recorded the placement but no time
+    time_us: float | None
     share: float | None
     #: time of the Memcpy ops next to it in execution order: what the hand-over cost
     transfer_us: float
@@ -33,7 +35,7 @@ class Fallback:
 
     @property
     def cost_us(self) -> float | None:
-        return None if self.mean_us is None else self.mean_us + self.transfer_us
+        return None if self.time_us is None else self.time_us + self.transfer_us
 
 
 @dataclass
@@ -76,18 +78,35 @@ class Column:
 
     @property
     def ops_total_us(self) -> float:
-        return sum(float(op.get("mean_us") or 0.0) for op in self.ops)
+        return sum(op_time_us(op) or 0.0 for op in self.ops)
 
     def placement(self) -> dict[str, int]:
         """Backend -> kernels that ran there (the profile), else what the compiler placed."""
         placement = self.job.get("placement") or self.compile.get("placement") or {}
         return {backend_name(str(k)): int(v) for k, v in placement.items()}
 
+    def delegation(self) -> tuple[int, int] | None:
+        """(nodes the delegate took, nodes it left on fallback kernels) of an ExecuTorch or LiteRT
+        compile (`compile.extra.delegation`); None for targets without a delegate or that record."""
+        extra = self.compile.get("extra") or {}
+        table: dict[str, dict[str, Any]] = extra.get("delegation") or {}
+        if not table or not extra.get("delegate"):
+            return None
+        taken = sum(int(row.get("delegated", 0)) for row in table.values())
+        return taken, sum(int(row.get("fallback", 0)) for row in table.values())
+
+    @property
+    def artifact_bytes(self) -> int | None:
+        """Size of the compiled artifact, where the compile report recorded it."""
+        extra = self.compile.get("extra") or {}
+        size = extra.get("artifact_bytes", extra.get("package_bytes"))
+        return None if size is None else int(size)
+
     def time_by_backend_us(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for op in self.ops:
             backend = backend_name(str(op.get("provider") or "?"))
-            totals[backend] = totals.get(backend, 0.0) + float(op.get("mean_us") or 0.0)
+            totals[backend] = totals.get(backend, 0.0) + (op_time_us(op) or 0.0)
         return totals
 
     def outputs(self) -> dict[str, dict[str, Any]]:
@@ -133,14 +152,14 @@ def fallbacks_with_cost(job: dict[str, Any]) -> list[Fallback]:
             if 0 <= neighbour < len(ops) and _is_transfer(ops[neighbour]) and neighbour not in charged:
                 transfer.append(neighbour)
                 charged.add(neighbour)
-        mean_us, share = op.get("mean_us"), op.get("share")
+        share = op.get("share")
         result.append(
             Fallback(
                 name=str(op["name"]),
                 op_type=str(op.get("op_type", "")),
-                mean_us=None if mean_us is None else float(mean_us),
+                time_us=op_time_us(op),
                 share=None if share is None else float(share),
-                transfer_us=sum(float(ops[i].get("mean_us") or 0.0) for i in transfer),
+                transfer_us=sum(op_time_us(ops[i]) or 0.0 for i in transfer),
                 transfer_ops=tuple(str(ops[i]["name"]) for i in transfer),
             )
         )

@@ -99,7 +99,7 @@ def _column_dict(column: Column) -> dict[str, Any]:
             {
                 "name": f.name,
                 "op_type": f.op_type,
-                "mean_us": f.mean_us,
+                "time_us": f.time_us,
                 "share": f.share,
                 "transfer_us": f.transfer_us,
                 "transfer_ops": list(f.transfer_ops),

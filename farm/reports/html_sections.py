@@ -8,6 +8,7 @@ from importlib import resources
 from typing import Any
 
 from ondevice_farm.analysis.reference_state import FAILED, PASSED, reference_state
+from ondevice_farm.op_rows import op_statistic_label, op_time_us
 from ondevice_farm.reports import svg
 from ondevice_farm.reports.alignment import describe
 from ondevice_farm.reports.compare import Column, backend_name, fusion_differences
@@ -88,6 +89,20 @@ def _warm_load(column: Column) -> str:
     return f'{_num(warm, 1)} <span class="muted">({e(method)})</span>'
 
 
+def _delegation_cell(column: Column) -> str:
+    """ExecuTorch/LiteRT: the nodes XNNPACK took and those left on portable/builtin kernels."""
+    counts = column.delegation()
+    if counts is None:
+        return "-"
+    kernels = (column.compile.get("extra") or {}).get("fallback_kernels") or "fallback"
+    return f'{counts[0]} / {counts[1]} <span class="muted">({e(kernels)})</span>'
+
+
+def _artifact_cell(column: Column) -> str:
+    size = column.artifact_bytes
+    return "-" if size is None else _num(size / 1024, 1)
+
+
 def side_by_side(columns: list[Column]) -> str:
     """Metrics down, jobs across: the first table a reader compares."""
     groups: list[tuple[str, list[tuple[str, Any]]]] = []
@@ -148,6 +163,8 @@ def side_by_side(columns: list[Column]) -> str:
                     per(lambda c: ", ".join(f"{_swatch(k)} {v}" for k, v in c.placement().items()) or "-"),
                 ),
                 ("CPU fallbacks", per(lambda c: _fallback_summary(c))),
+                ("delegated / fallback nodes", per(_delegation_cell)),
+                ("artifact KiB", per(_artifact_cell)),
             ],
         )
     )
@@ -253,7 +270,7 @@ def compile(columns: list[Column]) -> str:
 
 def placement(report: Report) -> str:
     columns = [c for c in report.columns if c.ok]
-    timed = [c for c in columns if any(op.get("mean_us") is not None for op in c.ops)]
+    timed = [c for c in columns if any(op_time_us(op) is not None for op in c.ops)]
     parts = [_not_recorded("Per-op times", [c for c in columns if c not in timed])]
     parts += (
         []
@@ -267,10 +284,10 @@ def placement(report: Report) -> str:
                             (
                                 str(op["name"]),
                                 backend_name(str(op.get("provider") or "?")),
-                                float(op.get("mean_us") or 0),
+                                op_time_us(op) or 0.0,
                             )
                             for op in c.ops
-                            if op.get("mean_us") is not None
+                            if op_time_us(op) is not None
                         ],
                     )
                     for c in timed
@@ -301,7 +318,7 @@ def placement(report: Report) -> str:
             e(c.label),
             e(f.name),
             e(f.op_type),
-            "not recorded" if f.mean_us is None else _num(f.mean_us / 1000),
+            "not recorded" if f.time_us is None else _num(f.time_us / 1000),
             "-" if f.share is None else f"{f.share * 100:.1f}%",
             _num(f.transfer_us / 1000) if f.transfer_ops else "-",
             e(", ".join(f.transfer_ops) or "-"),
@@ -320,33 +337,40 @@ def placement(report: Report) -> str:
         if fallback_rows
         else '<p class="muted">No op fell back to the CPU on an accelerator target.</p>'
     )
-    for c in columns:
-        top = sorted(c.ops, key=lambda o: -float(o.get("mean_us") or 0))[:10]
-        if not top:
-            continue
-        rows = [
-            [
-                e(o["name"]),
-                e(o.get("op_type", "")),
-                _swatch(backend_name(str(o.get("provider") or "?"))) + e(placement_mark(o)),
-                _marked_time(o),
-                f"{float(o.get('share') or 0) * 100:.1f}%",
-            ]
-            for o in top
-        ]
-        # open where the times are estimates: the "est." cells are what a reader must not miss
-        parts.append(
-            f"<details{' open' if op_times_estimated(c.job) else ''}><summary>Slowest kernels on {e(c.label)}"
-            f"{e(time_caveat(c.job))}</summary>"
-            + _table(["kernel", "op type", "backend", "ms", "share"], rows, numeric={3, 4})
-            + "</details>"
-        )
+    parts += [_slowest_kernels(c) for c in columns if c.ops]
     return "".join(parts)
+
+
+def _slowest_kernels(column: Column) -> str:
+    """The ten slowest kernels by the op table's statistic: the median per run, with the mean and
+    the runs beside it, where the profile recorded its runs; one (estimated) figure otherwise."""
+    top = sorted(column.ops, key=lambda o: -(op_time_us(o) or 0.0))[:10]
+    by_median = op_statistic_label(column.ops) == "median"
+    rows = []
+    for o in top:
+        row = [
+            e(o["name"]),
+            e(o.get("op_type", "")),
+            _swatch(backend_name(str(o.get("provider") or "?"))) + e(placement_mark(o)),
+            _marked_time(o),
+        ]
+        if by_median:
+            row += [_num(float(o.get("mean_us") or 0) / 1000), e(str(o.get("runs") or "-"))]
+        rows.append([*row, f"{float(o.get('share') or 0) * 100:.1f}%"])
+    head = ["kernel", "op type", "backend"]
+    head += ["median ms", "mean ms", "runs", "share of medians"] if by_median else ["ms", "share"]
+    # open where the times are estimates: the "est." cells are what a reader must not miss
+    return (
+        f"<details{' open' if op_times_estimated(column.job) else ''}><summary>Slowest kernels on "
+        f"{e(column.label)}{e(time_caveat(column.job))}</summary>"
+        + _table(head, rows, numeric=set(range(3, len(head))))
+        + "</details>"
+    )
 
 
 def _marked_time(op: dict[str, Any]) -> str:
     mark = time_mark(op)
-    value = _num(float(op.get("mean_us") or 0) / 1000)
+    value = _num((op_time_us(op) or 0.0) / 1000)
     if not mark:
         return value
     return f'<span class="est" title="{e(op.get("time_source"))}: not measured">{e(mark)}</span>{value}'

@@ -13,6 +13,7 @@ from rich.text import Text
 from ondevice_farm.analysis.reference_state import FAILED, PASSED, reference_state
 from ondevice_farm.analysis.spread import spread_warnings
 from ondevice_farm.compile.placement import short_provider
+from ondevice_farm.op_rows import op_statistic_label, op_time_us
 from ondevice_farm.reports.energy_text import energy_lines
 from ondevice_farm.reports.fit import fit_table, table_width
 from ondevice_farm.reports.generation_text import generation_lines, generation_table
@@ -151,9 +152,14 @@ def _ops_table(job: dict[str, Any], top: int, sources: dict[str, list[str]] | No
     if sources is not None and not stacked:
         table.add_column("source nodes", overflow="fold")
     table.add_column("backend")
-    table.add_column("mean us", justify="right", no_wrap=True)
+    # ranked and shared by the median per run where the profile recorded its runs: one slow
+    # profiled run moves a mean, not a median (ondevice_farm.analysis.op_table)
+    by_median = op_statistic_label(job["ops"]) == "median"
+    table.add_column("median us" if by_median else "mean us", justify="right", no_wrap=True)
+    if by_median:
+        table.add_column("mean us", justify="right", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
-    for op in sorted(job["ops"], key=lambda o: -o["mean_us"])[:top]:
+    for op in sorted(job["ops"], key=lambda o: -(op_time_us(o) or 0.0))[:top]:
         cells: list[Any] = [op["name"], op["op_type"]]
         if sources is not None and stacked:
             cells[0] = Text(op["name"]).append(f"\n<- {_sources_cell(sources.get(op['name']))}", style="dim")
@@ -161,12 +167,16 @@ def _ops_table(job: dict[str, Any], top: int, sources: dict[str, list[str]] | No
             cells.append(_sources_cell(sources.get(op["name"])))
         cells += [
             op["provider"].removesuffix("ExecutionProvider") + placement_mark(op),
-            f"{time_mark(op)}{op['mean_us']:.1f}",
+            f"{time_mark(op)}{op_time_us(op) or 0.0:.1f}",
+            *([f"{op['mean_us']:.1f}"] if by_median else []),
             f"{op['share'] * 100:.1f}%",
         ]
         table.add_row(*cells)
     legend = [f"{label}: {how}" for label, how in describe(job) if not how.startswith("measured")]
-    if legend:  # the legend under the table: which of its figures were not measured, and how
+    if by_median:
+        runs = max(int(op.get("runs") or 0) for op in job["ops"])
+        legend.insert(0, f"each kernel's time per run over {runs} profiled runs; shares of the medians")
+    if legend:  # the legend under the table: how its figures were obtained, which were not measured
         table.caption = "; ".join(legend)
         table.caption_justify = "left"
     return table

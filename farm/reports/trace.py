@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ondevice_farm.op_rows import op_time_us
 from ondevice_farm.reports.compare import backend_name
 
 #: keys every event of a phase must carry (Trace Event Format, "Event Descriptions")
@@ -79,14 +80,14 @@ def job_trace_events(job: dict[str, Any], pid: int = 1) -> list[dict[str, Any]]:
             )
         return events
     # a placement-only recording has no times to lay out
-    ops = [op for op in job.get("ops") or [] if op.get("mean_us") is not None]
+    ops = [op for op in job.get("ops") or [] if op_time_us(op) is not None]
     lanes = _lanes(backend_name(str(op.get("provider") or "?")) for op in ops)
     for backend, tid in lanes.items():
         events.append(_meta("thread_name", pid, backend, tid))
     ts = 0.0
     for op in ops:
         backend = backend_name(str(op.get("provider") or "?"))
-        dur = float(op.get("mean_us") or 0.0)
+        dur = op_time_us(op) or 0.0  # the table's statistic: the median per run where recorded
         events.append(
             {
                 "name": str(op.get("name")),

@@ -123,6 +123,23 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
     return RealRun(home=home, document=json.loads(stdout))
 
 
+@pytest.fixture(scope="session")
+def generation_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
+    """A generation job (docs/generate.md) on a tiny Llama built here, through the real pipeline:
+    what the generation gauges and panels show."""
+    from tests.generate.tiny_llama import build_tiny_llama
+
+    folder = build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+    home = tmp_path_factory.mktemp("farm-home-generation")
+    done = subprocess.run(
+        [sys.executable, "-m", "ondevice_farm", "--home", str(home), "submit", str(folder),
+         "--generate", "prompt=16,decode=8,reps=2", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return RealRun(home=home, document=json.loads(done.stdout))
+
+
 def file_as_nightly(store: ResultsStore, job: dict[str, Any], suite: str = SUITE) -> str:
     """Store a measured job again under a complete nightly run of `suite` (the store API a
     nightly uses: start_run, add_job, finish_run); returns the run id."""

@@ -24,7 +24,7 @@ def test_nodes_in_a_compiled_partition_share_its_time(tmp_path: Path) -> None:
     profiled["compile"]["node_placement"] = {"/conv/Conv": NNAPI, "/Resize": CPU}
     [column] = compare(run(profiled)).columns
     conv, resize = (row.cells[column.label] for row in align(nodes, [column]).rows)
-    assert (conv.kernel, conv.backend, conv.mean_us, conv.certainty) == (
+    assert (conv.kernel, conv.backend, conv.time_us, conv.certainty) == (
         "NnapiExecutionProvider_Nnapi_1234_0_0",
         "NNAPI",
         800.0,

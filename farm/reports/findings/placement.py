@@ -20,7 +20,7 @@ def cpu_fallbacks(comparison: Comparison) -> list[Finding]:
         largest = column.fallbacks[0]
         transfer_us = sum(f.transfer_us for f in column.fallbacks)
         count = "1 op falls" if len(column.fallbacks) == 1 else f"{len(column.fallbacks)} ops fall"
-        if share is None or largest.mean_us is None:
+        if share is None or largest.time_us is None:
             text = (
                 f"{count} back to CPU on {column.label} "
                 f"({', '.join(f.name for f in column.fallbacks[:5])}); "
@@ -30,7 +30,7 @@ def cpu_fallbacks(comparison: Comparison) -> list[Finding]:
             text = (
                 f"{count} back to CPU on {column.label}, costing {pct(share)} of the op time; the "
                 "largest "
-                f"is {largest.name} ({largest.op_type}, {largest.mean_us / 1000:.3f} ms)"
+                f"is {largest.name} ({largest.op_type}, {largest.time_us / 1000:.3f} ms)"
                 f"{time_caveat(column.job)}"
             )
         if transfer_us:
@@ -49,7 +49,7 @@ def cpu_fallbacks(comparison: Comparison) -> list[Finding]:
                         {
                             "name": f.name,
                             "op_type": f.op_type,
-                            "mean_us": f.mean_us,
+                            "time_us": f.time_us,
                             "transfer_us": f.transfer_us,
                         }
                         for f in column.fallbacks

@@ -1,0 +1,110 @@
+"""Per-op statistics: each kernel's median time per profiled run (with its mean and the number of
+runs), shares of the summed medians, in the job document, the terminal, the HTML and /metrics.
+
+The profiles are ONNX Runtime's trace format, written here with round figures so that what a
+slow run does to each statistic is exact: one cold run, then five warm ones in which the Conv
+takes 100 us and the Relu 10 us, except in one slow run where the Conv takes 5,000 us (a
+preempted thread on a loaded host).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from ondevice_farm.analysis.op_table import op_table
+from ondevice_farm.analysis.profile_runs import record_profile
+from ondevice_farm.measurement import DeviceRun
+from ondevice_farm.metrics.collector import result_families
+from ondevice_farm.metrics.latest import JOB_PATHS, parse_latest
+from ondevice_farm.reports.html import render_html
+from ondevice_farm.reports.terminal import ops_table
+from tests.report.crafted import job, run
+
+CPU = "CPUExecutionProvider"
+STEADY_CONV_US = 100.0
+SLOW_CONV_US = 5000.0
+RELU_US = 10.0
+COLD_CONV_US = 900.0
+
+
+def _profile(conv_us: list[float]) -> list[dict[str, Any]]:
+    """A cold run, then one warm run per entry of `conv_us`: `model_run` windows around kernel events."""
+    events: list[dict[str, Any]] = []
+    ts = 0.0
+    for conv in [COLD_CONV_US, *conv_us]:
+        start, t = ts, ts + 1.0
+        for name, op_type, dur in (("conv", "Conv", conv), ("relu", "Relu", RELU_US)):
+            args = {"op_name": op_type, "provider": CPU}
+            events.append(
+                {"cat": "Node", "name": f"{name}_kernel_time", "ph": "X", "ts": t, "dur": dur, "args": args}
+            )
+            t += dur + 1.0
+        events.append({"cat": "Session", "name": "model_run", "ph": "X", "ts": start, "dur": t - start})
+        ts = t + 10.0
+    return events
+
+
+def _rows(conv_us: list[float]) -> dict[str, dict[str, Any]]:
+    device_run = DeviceRun(load_ms=1.0, first_inference_ms=1.0, samples_ms=[1.0], outputs={})
+    record_profile(device_run, _profile(conv_us))
+    return {row["name"]: row for row in op_table(device_run.ops)}
+
+
+STEADY = [STEADY_CONV_US] * 5
+ONE_SLOW = [STEADY_CONV_US, STEADY_CONV_US, SLOW_CONV_US, STEADY_CONV_US, STEADY_CONV_US]
+
+
+def test_one_slow_profiled_run_leaves_the_median_and_the_shares_unmoved() -> None:
+    steady, slow = _rows(STEADY), _rows(ONE_SLOW)
+    assert slow["conv"]["median_us"] == steady["conv"]["median_us"] == STEADY_CONV_US
+    assert slow["conv"]["runs"] == 5  # the cold run left out
+    assert slow["conv"]["share_of"] == "median_us"
+    # the shares are of the summed medians: the slow run moves neither
+    assert slow["conv"]["share"] == steady["conv"]["share"] == pytest.approx(100 / 110, abs=1e-6)
+    # the mean, kept beside it, does move: by a fifth of the slow run's excess
+    assert slow["conv"]["mean_us"] == pytest.approx(STEADY_CONV_US + (SLOW_CONV_US - STEADY_CONV_US) / 5)
+    assert slow["conv"]["mean_us"] / (slow["conv"]["mean_us"] + RELU_US) > 0.99  # what a mean share said
+
+
+def _job(conv_us: list[float]) -> dict[str, Any]:
+    document = job("host-cpu", "ort/cpu")
+    document["ops"] = list(_rows(conv_us).values())
+    return document
+
+
+def test_the_terminal_ranks_by_the_median_and_shows_the_mean_beside_it() -> None:
+    out = io.StringIO()
+    Console(file=out, width=160).print(ops_table(_job(ONE_SLOW)))
+    text = out.getvalue()
+    assert "median us" in text and "mean us" in text
+    assert "100.0" in text and "1080.0" in text and "90.9%" in text
+    assert "over 5 profiled runs" in text
+
+
+def test_the_html_table_shows_median_mean_and_runs() -> None:
+    html = render_html(run(_job(ONE_SLOW)))
+    assert "median ms" in html and "mean ms" in html and "share of medians" in html
+    assert "1.080" in html and "90.9%" in html
+
+
+def test_metrics_export_the_median_mean_share_and_runs() -> None:
+    document = {**_job(ONE_SLOW), "model": {"name": "m"}, "unit": "u", "finished_at": 1.0}
+    values: list[Any] = []
+    for path in JOB_PATHS:
+        value: Any = document
+        for key in path.removeprefix("$.").split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        values.append(value)
+    families = {f.name: f for f in result_families([parse_latest(values)])}
+    times = {
+        (s.labels["kernel"], s.labels["statistic"]): s.value for s in families["farm_op_time_seconds"].samples
+    }
+    assert times[("conv", "median")] == pytest.approx(STEADY_CONV_US / 1e6)
+    assert times[("conv", "mean")] == pytest.approx(1080e-6)
+    [share] = [s for s in families["farm_op_time_share_ratio"].samples if s.labels["kernel"] == "conv"]
+    assert share.labels["share_of"] == "median" and share.value == pytest.approx(100 / 110, abs=1e-6)
+    assert [s.value for s in families["farm_op_profiled_runs"].samples] == [5.0]
