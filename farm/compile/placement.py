@@ -9,9 +9,7 @@ from typing import Any
 
 from ondevice_farm.targets import Target
 
-#: where an op lands when the accelerator (or delegate) did not take it: ONNX Runtime's CPU provider,
-#: ExecuTorch's portable kernels, LiteRT's builtin kernels
-CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "CPU", "portable", "builtin"})
+CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "CPU"})
 
 
 def short_provider(provider: str) -> str:
