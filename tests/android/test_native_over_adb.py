@@ -8,13 +8,16 @@ job, with samples, outputs checked against the host reference, per-op providers 
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -27,10 +30,33 @@ from ondevice_farm_agents.android.native_runner import RUNNER_BINARY
 from ondevice_farm_agents.base import AgentSettings, RunRequest
 from tests.android.adb_peer import Fault
 from tests.android.peer_fixtures import PIXEL8, PeerHandle, one_unit, start_peer
+from tests.scripted_warming import Ramp, ScriptedRamp
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
 CACHE = "data/local/tmp/farm/cache"
+JOBS = "data/local/tmp/farm/jobs"
+HZ_PER_MHZ = 1e6
+#: the Mali's clock through a sustained run: from 848 MHz down 200 MHz a second (synthetic; the
+#: 848 MHz step is Tensor's, tests/android/fixtures/README.md), so each 0.5 s window reads its own
+GPU_THROTTLE = Ramp(start=848.0, end=151.0, rate_per_s=-200.0)
+
+
+def sustained_running(sandbox: Path) -> Callable[[], bool]:
+    """Whether the runner's sustained run has begun in the peer's `sandbox`: a job's shell (whose
+    pid the agent's detached job writes, agents/android/jobs.py) runs the runner with `--sustained-s`."""
+
+    def running() -> bool:
+        for pid_file in (sandbox / JOBS).glob("*/pid"):
+            try:
+                shell = psutil.Process(int(pid_file.read_text()))
+                if any("--sustained-s" in " ".join(c.cmdline()) for c in shell.children(recursive=True)):
+                    return True
+            except (ValueError, OSError, psutil.Error):
+                continue
+        return False
+
+    return running
 
 
 def _profiles_without_cooldown(tmp_path: Path) -> Path:
@@ -79,14 +105,21 @@ def test_a_sustained_run_and_warm_start_come_back_from_the_unit(
     native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
 ) -> None:
     extra = ("--sustained", "1.5s", "--sustained-window", "0.5", "--no-profile")
-    # a Tensor phone's devfreq devices: its Mali GPU at one of its clock steps (848 MHz) and a
-    # memory-interface device the runner must not take for a GPU (tests/android/fixtures/README.md)
+    # a Tensor phone's devfreq devices: its Mali GPU, from one of its clock steps (848 MHz) stepping
+    # down while the sustained phase runs, and a memory-interface device the runner must not take
+    # for a GPU (tests/android/fixtures/README.md)
     devfreq = pixel8_peer.sandbox / "sys/class/devfreq"
     (devfreq / "1f000000.mali").mkdir(parents=True)
-    (devfreq / "1f000000.mali" / "cur_freq").write_text("848000000\n")
     (devfreq / "17000010.devfreq_mif").mkdir()
     (devfreq / "17000010.devfreq_mif" / "cur_freq").write_text("3172000\n")
-    result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address, extra=extra)
+    throttling = ScriptedRamp(
+        devfreq / "1f000000.mali" / "cur_freq",
+        GPU_THROTTLE,
+        HZ_PER_MHZ,
+        sustained_running(pixel8_peer.sandbox),
+    )
+    with throttling:
+        result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address, extra=extra)
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     jsonschema.validate(document, SCHEMA)
@@ -99,9 +132,14 @@ def test_a_sustained_run_and_warm_start_come_back_from_the_unit(
     # the peer's sandbox reads this VM's sysfs, which exposes none of them: said, not zeroed
     assert any(u.startswith("CPU frequency") for u in sustained["unavailable"])
     assert sustained["summary"]["energy_mj_per_inference"] is None
-    # the GPU's clock, read from the devfreq directory the agent named (the peer maps it)
-    assert {w["gpu_freq_mhz"] for w in sustained["windows"]} == {848.0}
-    assert sustained["summary"]["start_gpu_freq_mhz"] == sustained["summary"]["end_gpu_freq_mhz"] == 848.0
+    # the GPU's clock, read from the devfreq directory the agent named (the peer maps it), one reading
+    # per window: stepping down through the run, each window reads a lower clock than the one before
+    assert throttling.began_after_s is not None, "the runner's sustained phase was never seen"
+    summary = sustained["summary"]
+    clocks = [summary["start_gpu_freq_mhz"], *(w["gpu_freq_mhz"] for w in sustained["windows"])]
+    assert clocks[0] <= GPU_THROTTLE.start, clocks
+    assert all(GPU_THROTTLE.end < after < before for before, after in itertools.pairwise(clocks)), clocks
+    assert summary["end_gpu_freq_mhz"] == clocks[-1]
     assert not any(u.startswith("GPU frequency") for u in sustained["unavailable"])
 
 
