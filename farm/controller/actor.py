@@ -12,6 +12,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from ondevice_farm.artifacts import ShippedArtifact, unpack_artifact
 from ondevice_farm.controller.round_progress import RoundReporter
 from ondevice_farm.errors import DeviceError
+from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm_agents.base import AgentSettings, DeviceAgent, DeviceRun, DeviceUnit, Health, RunRequest
 from ondevice_farm_agents.registry import agent_class
 from ondevice_farm_agents.repeats import run_repeats
@@ -102,22 +104,29 @@ class DeviceActorImpl:
     ) -> JobOnUnit:
         """`baseline_blob`: a paired job's baseline artifact (A), shipped as `blob` is.
         `progress_to`: the fleet actor, told how a paired job's rounds go (`job_progress`)."""
+        # `farm gc` on this host leaves the cached artifacts alone while the job uses them
+        leases = LeaseBook(self.cache_dir.parent) if self.cache_dir is not None else None
         with self._lock:
             self._job_id = job_id
             self.agent.begin_job(self.unit)
         try:
-            request = self._local(request, blob)
-            if request.paired is not None:
-                baseline = self._local(request.paired.baseline, baseline_blob)
-                request = dataclasses.replace(
-                    request, paired=dataclasses.replace(request.paired, baseline=baseline)
-                )
-            started_at = time.time()
-            self.agent.prepare(self.unit, request)
-            listener = None
-            if progress_to is not None and job_id is not None and request.paired is not None:
-                listener = RoundReporter(lambda text: progress_to.job_progress.remote(job_id, text))
-            run = run_repeats(self.agent, self.unit, request, listener)
+            with leases.lease() if leases is not None else nullcontext() as lease:
+                with lease.placing() if lease is not None else nullcontext():
+                    request = self._local(request, blob)
+                    if request.paired is not None:
+                        baseline = self._local(request.paired.baseline, baseline_blob)
+                        request = dataclasses.replace(
+                            request, paired=dataclasses.replace(request.paired, baseline=baseline)
+                        )
+                    if lease is not None and self.cache_dir is not None:
+                        used = [request, *([request.paired.baseline] if request.paired is not None else [])]
+                        lease.hold(*(f"{self.cache_dir.name}/{r.artifact_sha256}" for r in used))
+                started_at = time.time()
+                self.agent.prepare(self.unit, request)
+                listener = None
+                if progress_to is not None and job_id is not None and request.paired is not None:
+                    listener = RoundReporter(lambda text: progress_to.job_progress.remote(job_id, text))
+                run = run_repeats(self.agent, self.unit, request, listener)
         finally:
             with self._lock:
                 self._job_id = None
