@@ -3,6 +3,9 @@
 A CoreML target may also name the converter that builds it: `coreml/ane` is the farm's own
 ONNX -> MIL lowering, `coreml-torch/ane` is coremltools' PyTorch frontend on a PyTorch
 checkpoint (docs/pytorch.md). Both run on the same devices with the same compute units.
+
+ExecuTorch (`executorch/*`) and LiteRT (`litert/*`) targets are compiled from a PyTorch
+checkpoint only: their converters read the program, not its ONNX export.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ COREML_COMPUTE_UNITS: dict[str, str] = {
     "cpu": "CPU_ONLY",
 }
 
+#: ExecuTorch backend -> the partitioner that lowers to its delegate ("" for none: portable kernels)
+EXECUTORCH_PARTITIONERS: dict[str, str] = {"xnnpack": "XnnpackPartitioner", "portable": ""}
+
+#: LiteRT backend -> the delegate the interpreter applies ("" for none: builtin kernels)
+LITERT_DELEGATES: dict[str, str] = {"xnnpack": "XNNPACK", "cpu": ""}
+
+#: runtimes whose converters take the PyTorch checkpoint itself (no ONNX)
+CHECKPOINT_RUNTIMES = ("executorch", "litert")
+
 #: route -> what builds the artifact; a target without a route is built from ONNX
 ROUTES: dict[str, str] = {"torch": "coremltools' PyTorch frontend on the checkpoint"}
 
@@ -35,6 +47,8 @@ KNOWN_TARGETS: tuple[str, ...] = tuple(
     [f"ort/{b}" for b in ORT_PROVIDERS]
     + [f"coreml/{b}" for b in COREML_COMPUTE_UNITS]
     + [f"coreml-torch/{b}" for b in COREML_COMPUTE_UNITS]
+    + [f"executorch/{b}" for b in EXECUTORCH_PARTITIONERS]
+    + [f"litert/{b}" for b in LITERT_DELEGATES]
 )
 
 
@@ -69,8 +83,14 @@ class Target:
 
     @property
     def is_accelerator(self) -> bool:
-        """True where ops that land on the CPU count as fallbacks."""
-        return self.backend not in ("cpu",)
+        """True where ops that land on the CPU count as fallbacks (for ExecuTorch and LiteRT: ops
+        their delegate left to portable or builtin kernels)."""
+        return self.backend not in ("cpu", "portable")
+
+    @property
+    def needs_checkpoint(self) -> bool:
+        """True where the converter reads a PyTorch checkpoint, not an ONNX model."""
+        return self.route == "torch" or self.runtime in CHECKPOINT_RUNTIMES
 
     def ort_providers(self) -> list[str]:
         if self.runtime != "ort":

@@ -68,6 +68,8 @@ DEFAULT_TELEMETRY_ROOT = "/"
 CUDA_PROFILE = "host-cuda"
 #: the script one repeat runs in, a fresh process (see its docstring)
 SESSION_SCRIPT = Path(__file__).resolve().parent / "session.py"
+#: runtimes the host runs from a PyTorch checkpoint's `.pte` / `.tflite` (agents/host/edge_run.py)
+EDGE_RUNTIMES = ("executorch", "litert")
 
 
 def _providers_here() -> list[str]:
@@ -171,6 +173,12 @@ class HostAgent(DeviceAgent):
                 raise
 
     def _run(self, unit: DeviceUnit, request: RunRequest, run_options: Any) -> DeviceRun:
+        if request.target.runtime in EDGE_RUNTIMES:  # ExecuTorch, LiteRT: agents/host/edge_run.py
+            from ondevice_farm_agents.host.edge_run import run_edge
+
+            return run_edge(
+                request, self._energy, self._telemetry_root, lambda: self.cancellation.check(unit.serial)
+            )
         if request.target.runtime != "ort":
             raise UsageError(f"{unit.profile} runs ONNX Runtime targets only, not {request.target}")
         if request.generation is not None:  # an ONNX Runtime GenAI folder, in a process of its own
@@ -247,6 +255,10 @@ class HostAgent(DeviceAgent):
         allocator state, which one long-lived process would share across every repeat."""
         if request.target.backend == "cuda":
             return super().measure_session(unit, request)
+        if request.target.runtime in EDGE_RUNTIMES:
+            from ondevice_farm_agents.host.edge_run import measure_edge_session
+
+            return measure_edge_session(request, functools.partial(self._process, unit), unit.name)
         if request.generation is not None:
             from ondevice_farm_agents.host.generate import measure_generation_session
 
@@ -279,6 +291,10 @@ class HostAgent(DeviceAgent):
         nice value, which ONNX Runtime's threads and a repeat's process inherit."""
         if request.target.backend == "cuda":
             return super().session_controls(unit, request)
+        if request.target.runtime in EDGE_RUNTIMES:
+            from ondevice_farm_agents.host.edge_run import edge_controls
+
+            return edge_controls(request)
         return {
             "threads": (
                 str(request.intra_op_threads)

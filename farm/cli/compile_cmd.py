@@ -143,6 +143,9 @@ def compile_command(
         sys.stdout.write(json.dumps(document) + "\n")
     else:
         _print_reports(reports, model_doc, routes)
+        from ondevice_farm.reports.runtimes import print_runtimes, runtime_rows
+
+        print_runtimes(stdout_console(), runtime_rows(reports))
     if first_failure is not None and not report_only:
         click.echo(
             f"farm: error: {len(failed)} of {len(asked)} targets failed: {', '.join(failed)}", err=True
@@ -177,21 +180,31 @@ def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], rou
             weights = rep["extra"].get("weight_bytes") or {}
             held = ", ".join(f"{dtype} {count / 1024:.1f} KiB" for dtype, count in weights.items())
             console.print(f"  package {size / 1024:.1f} KiB" + (f" (weights: {held})" if held else ""))
+        artifact_bytes = rep.get("extra", {}).get("artifact_bytes")
+        if artifact_bytes is not None:
+            converter = rep["extra"].get("converter")
+            by = f" ({converter})" if converter else ""
+            console.print(f"  artifact {artifact_bytes / 1024:.1f} KiB{by}", highlight=False)
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
             console.print(f"  op changes: {changes}", highlight=False)
+        # ExecuTorch and LiteRT: their delegate against their own kernels, in the lowered graph
+        kernels = rep.get("extra", {}).get("fallback_kernels")
         if rep["placement"]:
             # placement is recorded on the graph ONNX Runtime partitions, after its basic
             # optimisations: `farm check` counts the same graph ("ORT basic")
             placed = sum(int(n) for n in rep["placement"].values())
             per_provider = ", ".join(f"{short_provider(p)} {n}" for p, n in sorted(rep["placement"].items()))
+            where = "as lowered" if kernels else "as partitioned"
+            after = "" if kernels else ", after basic optimisations"
             console.print(
-                f"  nodes per provider as partitioned ({placed}, after basic optimisations): {per_provider}",
+                f"  nodes per provider {where} ({placed}{after}): {per_provider}",
                 highlight=False,
             )
         console.print(f"  artifact: {entry['artifact']}", highlight=False, soft_wrap=True)
         if rep["fallback_ops"]:
-            console.print(f"  [yellow]CPU fallbacks[/yellow]: {', '.join(rep['fallback_ops'])}")
+            label = f"fallbacks to {kernels} kernels" if kernels else "CPU fallbacks"
+            console.print(f"  [yellow]{label}[/yellow]: {', '.join(rep['fallback_ops'])}")
         for note in rep["notes"]:
             console.print(f"  [dim]note: {note}[/dim]")
     for backend, comparison in routes.items():

@@ -1,6 +1,7 @@
 """Compile one model for one target. ONNX Runtime here; CoreML in `ondevice_farm.compile.coreml`.
 
-`coreml-torch/*` targets compile the PyTorch checkpoint itself (`source`), not its ONNX export.
+`coreml-torch/*`, `executorch/*` and `litert/*` targets compile the PyTorch checkpoint itself
+(`source`), not its ONNX export (`ondevice_farm.compile.edge` for the last two).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile.io_names import save_io_names
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.errors import UsageError, install_hint
-from ondevice_farm.targets import Target
+from ondevice_farm.targets import CHECKPOINT_RUNTIMES, Target
 
 if TYPE_CHECKING:
     from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
@@ -43,6 +44,10 @@ def compile_for_target(
     costs no ORT pass and no onnx import); None compiles every time."""
     if target.route == "torch":
         return _compile_torch_route(target, store, source, input_shapes or {}, coreml_precision)
+    if target.runtime in CHECKPOINT_RUNTIMES:
+        from ondevice_farm.compile.edge import compile_edge
+
+        return compile_edge(target, store, source, input_shapes or {})
     if target.runtime == "ort":
         if cache is not None:
             from ondevice_farm.compile.cache import compile_ort_cached

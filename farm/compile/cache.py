@@ -22,7 +22,7 @@ from ondevice_farm.model_cache import write_atomically
 from ondevice_farm.targets import Target
 
 #: bump when `compile_ort` or the report it writes changes: older entries are ignored
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 #: the distributions that install the `onnxruntime` package, each with its own providers
 ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-qnn")
 SHIPPED_NAME = "model.onnx"

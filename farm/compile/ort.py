@@ -126,6 +126,7 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         op_precision=op_precision,
         source_op_precision=source_op_precision(source),
         notes=notes,
+        extra={"artifact_bytes": path.stat().st_size},
     )
     if placement is not None:
         report.placement = placement.counts()

@@ -9,7 +9,9 @@ from typing import Any
 
 from ondevice_farm.targets import Target
 
-CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "CPU"})
+#: where an op lands when the accelerator (or delegate) did not take it: ONNX Runtime's CPU provider,
+#: ExecuTorch's portable kernels, LiteRT's builtin kernels
+CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "CPU", "portable", "builtin"})
 
 
 def short_provider(provider: str) -> str:

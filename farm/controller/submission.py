@@ -124,6 +124,20 @@ def with_home_caches(request: SubmitRequest, home: FarmHome) -> SubmitRequest:
     )
 
 
+def _onnx_plan(
+    request: SubmitRequest, plan: list[tuple[DeviceSelector, Target]]
+) -> list[tuple[DeviceSelector, Target]]:
+    """An ONNX model's jobs: a target whose converter reads a PyTorch checkpoint (ExecuTorch,
+    LiteRT, coreml-torch) is a usage error when asked for, and left out of a profile's own list."""
+    asked = [t for t in request.targets or [] if t.needs_checkpoint]
+    if asked:
+        raise UsageError(
+            f"{asked[0]} compiles a PyTorch checkpoint; {request.model_path.name} is not one",
+            hint="pass the .pt2 (torch.export.save) or TorchScript .pt the model came from",
+        )
+    return [(s, t) for s, t in plan if not t.needs_checkpoint]
+
+
 def prepare(
     request: SubmitRequest, profiles: dict[str, DeviceProfile], attached: set[str] | None = None
 ) -> Prepared:
@@ -150,6 +164,7 @@ def prepare(
             )
         source = _ingest_torch(request)
         return Prepared(source.info, selectors, plan, source.shapes, source.inputs, torch=source)
+    plan = _onnx_plan(request, plan)
     info = inspect_model_cached(request.model_path, request.model_cache)
     shapes = resolve_shapes(info, request.shapes)
     inputs = seeded_inputs(info, shapes, request.seed)

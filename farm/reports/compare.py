@@ -85,6 +85,23 @@ class Column:
         placement = self.job.get("placement") or self.compile.get("placement") or {}
         return {backend_name(str(k)): int(v) for k, v in placement.items()}
 
+    def delegation(self) -> tuple[int, int] | None:
+        """(nodes the delegate took, nodes it left on fallback kernels) of an ExecuTorch or LiteRT
+        compile (`compile.extra.delegation`); None for targets without a delegate or that record."""
+        extra = self.compile.get("extra") or {}
+        table: dict[str, dict[str, Any]] = extra.get("delegation") or {}
+        if not table or not extra.get("delegate"):
+            return None
+        taken = sum(int(row.get("delegated", 0)) for row in table.values())
+        return taken, sum(int(row.get("fallback", 0)) for row in table.values())
+
+    @property
+    def artifact_bytes(self) -> int | None:
+        """Size of the compiled artifact, where the compile report recorded it."""
+        extra = self.compile.get("extra") or {}
+        size = extra.get("artifact_bytes", extra.get("package_bytes"))
+        return None if size is None else int(size)
+
     def time_by_backend_us(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for op in self.ops:

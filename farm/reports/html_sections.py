@@ -89,6 +89,20 @@ def _warm_load(column: Column) -> str:
     return f'{_num(warm, 1)} <span class="muted">({e(method)})</span>'
 
 
+def _delegation_cell(column: Column) -> str:
+    """ExecuTorch/LiteRT: the nodes XNNPACK took and those left on portable/builtin kernels."""
+    counts = column.delegation()
+    if counts is None:
+        return "-"
+    kernels = (column.compile.get("extra") or {}).get("fallback_kernels") or "fallback"
+    return f'{counts[0]} / {counts[1]} <span class="muted">({e(kernels)})</span>'
+
+
+def _artifact_cell(column: Column) -> str:
+    size = column.artifact_bytes
+    return "-" if size is None else _num(size / 1024, 1)
+
+
 def side_by_side(columns: list[Column]) -> str:
     """Metrics down, jobs across: the first table a reader compares."""
     groups: list[tuple[str, list[tuple[str, Any]]]] = []
@@ -149,6 +163,8 @@ def side_by_side(columns: list[Column]) -> str:
                     per(lambda c: ", ".join(f"{_swatch(k)} {v}" for k, v in c.placement().items()) or "-"),
                 ),
                 ("CPU fallbacks", per(lambda c: _fallback_summary(c))),
+                ("delegated / fallback nodes", per(_delegation_cell)),
+                ("artifact KiB", per(_artifact_cell)),
             ],
         )
     )

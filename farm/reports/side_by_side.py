@@ -23,6 +23,12 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
+def _delegation(column: Column) -> str:
+    """ExecuTorch/LiteRT: nodes the delegate took / nodes left on portable or builtin kernels."""
+    counts = column.delegation()
+    return "-" if counts is None else f"{counts[0]} / {counts[1]}"
+
+
 ROWS: tuple[tuple[str, Callable[[Column], str]], ...] = (
     ("status", lambda c: c.status if c.ok else f"failed: {(c.error or '')[:40]}"),
     ("p50 ms", lambda c: _ms(c.latency.get("p50"))),
@@ -44,6 +50,8 @@ ROWS: tuple[tuple[str, Callable[[Column], str]], ...] = (
     ("partitions", lambda c: str(c.compile.get("partitions", "-"))),
     ("kernels per backend", lambda c: ", ".join(f"{b} {n}" for b, n in sorted(c.placement().items())) or "-"),
     ("CPU fallbacks", lambda c: str(len(c.fallbacks))),
+    ("delegated / fallback nodes", lambda c: _delegation(c)),
+    ("artifact KiB", lambda c: "-" if c.artifact_bytes is None else f"{c.artifact_bytes / 1024:.1f}"),
     ("fallback share", lambda c: _share(c.fallback_share())),
     ("worst SNR dB", lambda c: _worst(c, "snr_db", min)),
     ("worst max |err|", lambda c: _worst(c, "max_abs", max)),

@@ -25,6 +25,7 @@ from ondevice_farm.store import ResultsStore, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 from ondevice_farm_agents.host.agent import HostAgent
 from tests.scripted_rapl import RaplScript, ScriptedRapl, process_tree
+from tests.scripted_warming import Ramp, ScriptedRamp
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_MODEL = REPO / "examples" / "tinynet.onnx"
@@ -44,13 +45,19 @@ HOST_ENERGY = {
 }
 #: recorded `dumpsys thermalservice` of a Pixel-class phone (provenance: tests/android/fixtures/README.md)
 RECORDED_THERMAL = REPO / "tests/android/fixtures/dumpsys/thermalservice_pixel_memfault.txt"
+#: the hottest recorded zone warms while the job runs (synthetic, tests/scripted_warming.py), so each
+#: sustained window reads a temperature of its own, rising in window order (0.06 °C apart, 0.3 s
+#: windows; slow enough not to reach its end before the job does on a loaded machine)
+WARMING_C_PER_S = 0.2
+WARMING_SPAN_C = 60.0
 
 
 def telemetry_tree(root: Path) -> Path:
     """A sysfs tree for the host's telemetry reader (`host_telemetry_root`): this VM exposes no
     thermal zones and no RAPL, so the run reads these instead. The zones carry the temperatures a
-    real Pixel's thermal HAL reported (the recording above, through the farm's own parser); the
-    RAPL counter is `real_run`'s scripted one (`RAPL_SCRIPT`)."""
+    real Pixel's thermal HAL reported (the recording above, through the farm's own parser), the
+    hottest of them warming from there while the job runs (`warming_zone`); the RAPL counter is
+    `real_run`'s scripted one (`RAPL_SCRIPT`)."""
     from ondevice_farm_agents.android.thermal import parse_thermalservice
 
     recorded = parse_thermalservice(RECORDED_THERMAL.read_text()).temperatures_c
@@ -60,6 +67,13 @@ def telemetry_tree(root: Path) -> Path:
         (zone / "type").write_text(f"{sensor}\n")
         (zone / "temp").write_text(f"{round(celsius * 1000)}\n")
     return root
+
+
+def warming_zone(root: Path) -> ScriptedRamp:
+    """The hottest zone of `telemetry_tree`, warming at WARMING_C_PER_S from its recorded value."""
+    zones = [(float((z / "temp").read_text()) / 1000, z) for z in (root / "sys/class/thermal").iterdir()]
+    celsius, zone = max(zones)
+    return ScriptedRamp(zone / "temp", Ramp(celsius, celsius + WARMING_SPAN_C, WARMING_C_PER_S), scale=1000)
 
 
 @dataclass(frozen=True)
@@ -112,7 +126,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
         text=True,
         env={**os.environ, **HOST_ENERGY, "FARM_AGENT_HOST_TELEMETRY_ROOT": str(tree)},
     )
-    with ScriptedRapl(tree, RAPL_SCRIPT, process_tree(submit.pid)):
+    with ScriptedRapl(tree, RAPL_SCRIPT, process_tree(submit.pid)), warming_zone(tree):
         try:
             stdout, stderr = submit.communicate(timeout=180)
         finally:
@@ -121,6 +135,23 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
                 submit.communicate()
     assert submit.returncode == 0, stderr
     return RealRun(home=home, document=json.loads(stdout))
+
+
+@pytest.fixture(scope="session")
+def generation_run(tmp_path_factory: pytest.TempPathFactory) -> RealRun:
+    """A generation job (docs/generate.md) on a tiny Llama built here, through the real pipeline:
+    what the generation gauges and panels show."""
+    from tests.generate.tiny_llama import build_tiny_llama
+
+    folder = build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+    home = tmp_path_factory.mktemp("farm-home-generation")
+    done = subprocess.run(
+        [sys.executable, "-m", "ondevice_farm", "--home", str(home), "submit", str(folder),
+         "--generate", "prompt=16,decode=8,reps=2", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return RealRun(home=home, document=json.loads(done.stdout))
 
 
 def file_as_nightly(store: ResultsStore, job: dict[str, Any], suite: str = SUITE) -> str:

@@ -87,7 +87,9 @@ def _test_config(directory: Path, metrics_port: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory, real_run: RealRun) -> Iterator[Prometheus]:
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, real_run: RealRun, generation_run: RealRun
+) -> Iterator[Prometheus]:
     executable = binary("prometheus", "prometheus")
     directory = tmp_path_factory.mktemp("prometheus")
     store_path = directory / "results.sqlite"
@@ -96,6 +98,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory, real_run: RealRun) -> I
         store.add_job(real_run.document["run_id"], real_run.job)
         store.finish_run(real_run.document["run_id"], "complete")
         file_as_nightly(store, real_run.job)
+        store.start_run(generation_run.document["run_id"], "submit", {})
+        store.add_job(generation_run.document["run_id"], generation_run.job)
+        store.finish_run(generation_run.document["run_id"], "complete")
     fleet = HostFleet()
     server: MetricsServer | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -142,6 +147,19 @@ def test_prometheus_holds_the_measured_values(prometheus: Prometheus, real_run: 
     assert float(sample["value"][1]) == pytest.approx(real_run.job["latency_ms"]["p50"] / 1000)
     (nightly,) = prometheus.query(f'farm_last_nightly_timestamp_seconds{{suite="{SUITE}"}}')
     assert time.time() - float(nightly["value"][1]) < 600
+
+
+def test_the_generation_panels_show_the_generation_job(
+    prometheus: Prometheus, generation_run: RealRun
+) -> None:
+    job = generation_run.job
+    series = f'{{model="{job["model"]["name"]}",device="host-cpu",target="ort/cpu"}}'
+    (ttft,) = prometheus.query(f"farm_generation_ttft_seconds{series}")
+    assert float(ttft["value"][1]) == pytest.approx(job["generation"]["ttft_ms"]["median"] / 1000)
+    (rate,) = prometheus.query(f"farm_generation_decode_tokens_per_second{series}")
+    assert float(rate["value"][1]) == pytest.approx(job["generation"]["decode_tokens_per_s"]["median"])
+    # a fixed graph's job has no generation series
+    assert not prometheus.query('farm_generation_ttft_seconds{model="tinynet"}')
 
 
 @pytest.mark.parametrize(("panel", "expr"), _panel_queries(), ids=[p for p, _ in _panel_queries()])
@@ -239,6 +257,8 @@ def test_the_sustained_and_energy_panels_show_the_real_run(prometheus: Prometheu
         for s in prometheus.query(with_all_values(temperature))
     }
     assert heat == pytest.approx({n: w["max_temperature_c"] for n, w in enumerate(sustained["windows"], 1)})
+    # each window's own reading (the fixture's zone warms through the run): no two windows alike
+    assert len(set(heat.values())) == len(heat) >= 3, heat
     sustained_energy, timed_energy = (t["expr"] for t in _panel("Energy per inference")["targets"])
     (energy,) = prometheus.query(with_all_values(sustained_energy))
     assert float(energy["value"][1]) == pytest.approx(sustained["summary"]["energy_mj_per_inference"] / 1000)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ondevice_farm.reports.compare import Comparison
 from ondevice_farm.reports.findings.base import Finding, Rule
 from ondevice_farm.reports.findings.compile import fusion_only_on, node_count_gap, precision_differs
+from ondevice_farm.reports.findings.delegation import delegate_fallbacks
 from ondevice_farm.reports.findings.jobs import job_failed
 from ondevice_farm.reports.findings.latency import latency_gap, run_regression, unstable_latency
 from ondevice_farm.reports.findings.numerics import (
@@ -25,6 +26,7 @@ RULES: tuple[Rule, ...] = (
     reference_not_compared,
     topk_disagreement,
     cpu_fallbacks,
+    delegate_fallbacks,
     many_partitions,
     latency_gap,
     run_regression,

@@ -1,0 +1,77 @@
+"""One measurement session of an ExecuTorch or LiteRT host job in a process of its own.
+
+The counterpart of `session.py` (ONNX Runtime) for the repeats after a job's first session, with
+the same definition: load, one untimed first inference, `warmup` untimed runs, `runs` timed runs.
+Run as `python -m ondevice_farm_agents.host.edge_session PARENT_PID`: it dies with the process
+that starts it, however that dies (`session.die_with_parent`).
+
+stdin: a JSON object {runtime, backend, model, inputs (an .npz path), order (input names in the
+model's order), warmup, runs, threads, and optionally features ({inputs, outputs}: the artifact's
+own names, in order) and affinity (CPU numbers the process is pinned to before the runtime starts
+a thread)};
+stdout: a JSON object {samples_ms: [...], load_ms}.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+NS_PER_MS = 1e6
+IMPORTED_FIRST: dict[str, tuple[str, ...]] = {
+    "executorch": ("torch", "executorch.runtime", "executorch.extension.pybindings.portable_lib"),
+    "litert": ("ai_edge_litert.interpreter",),
+}
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    if spec.get("affinity"):
+        # before the runtime's import: every thread it starts inherits the mask
+        os.sched_setaffinity(0, [int(c) for c in spec["affinity"]])
+    import numpy as np
+
+    from ondevice_farm_agents.host.edge_runtimes import open_session
+
+    with np.load(spec["inputs"]) as npz:
+        inputs = [npz[name] for name in spec["order"]]
+    threads = int(spec["threads"]) if spec.get("threads") else None
+    # the runtime's import is no model's load: done before the clock starts, as in the job's session
+    for module in IMPORTED_FIRST.get(spec["runtime"], ()):
+        importlib.import_module(module)
+    start = time.perf_counter_ns()
+    names = (spec["features"]["inputs"], spec["features"]["outputs"]) if spec.get("features") else None
+    session = open_session(
+        spec["runtime"], spec["backend"], Path(spec["model"]), inputs, threads, names=names
+    )
+    load_ns = time.perf_counter_ns() - start
+    session.infer()  # the first inference: a session's one-off costs, never timed
+    for _ in range(int(spec["warmup"])):
+        session.infer()
+    samples: list[float] = []
+    for _ in range(int(spec["runs"])):
+        start = time.perf_counter_ns()
+        session.infer()
+        samples.append((time.perf_counter_ns() - start) / NS_PER_MS)
+    return {"samples_ms": samples, "load_ms": load_ns / NS_PER_MS}
+
+
+def main() -> int:
+    from ondevice_farm_agents.host.session import die_with_parent
+
+    die_with_parent(int(sys.argv[1]))
+    try:
+        result = measure(json.loads(sys.stdin.read()))
+    except Exception as exc:  # the parent turns one line of it into a DeviceError
+        sys.stderr.write(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
+        return 1
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
