@@ -257,8 +257,6 @@ def test_the_sustained_and_energy_panels_show_the_real_run(prometheus: Prometheu
         for s in prometheus.query(with_all_values(temperature))
     }
     assert heat == pytest.approx({n: w["max_temperature_c"] for n, w in enumerate(sustained["windows"], 1)})
-    # each window's own reading (the fixture's zone warms through the run): no two windows alike
-    assert len(set(heat.values())) == len(heat) >= 3, heat
     sustained_energy, timed_energy = (t["expr"] for t in _panel("Energy per inference")["targets"])
     (energy,) = prometheus.query(with_all_values(sustained_energy))
     assert float(energy["value"][1]) == pytest.approx(sustained["summary"]["energy_mj_per_inference"] / 1000)
@@ -267,5 +265,6 @@ def test_the_sustained_and_energy_panels_show_the_real_run(prometheus: Prometheu
     assert timed["metric"]["source"] == "estimated" and real_run.job["energy"]["method"].startswith("RAPL ")
     assert float(timed["value"][1]) == pytest.approx(real_run.job["energy"]["mj_per_inference"] / 1000)
     (warm,) = [t["expr"] for t in _panel("Session load: first and warm")["targets"] if "warm" in t["expr"]]
-    (warm_sample,) = prometheus.query(with_all_values(warm))
+    # the generation job loads its folder warm too: this panel shows both, the real run's is tinynet's
+    (warm_sample,) = [s for s in prometheus.query(with_all_values(warm)) if s["metric"]["model"] == "tinynet"]
     assert float(warm_sample["value"][1]) == pytest.approx(real_run.job["warm_load_ms"] / 1000)
