@@ -138,7 +138,7 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     "--embedded",
     is_flag=True,
     help="Run here with an embedded Ray even when a `farm serve` of this farm directory is up "
-    "(without --address a plain submit uses that controller: no Ray start, about 0.3 s).",
+    "(without --address a plain submit uses that controller: no Ray start here).",
 )
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
 @click.option(
