@@ -27,9 +27,9 @@ from ondevice_farm.store_sql import StoreLocation, is_postgres_url
 
 #: in the farm directory, beside the results store
 CONTROLLER_FILE = "controller.json"
-#: a controller on this host answers its API in milliseconds; one that does not in this long is
-#: not worth waiting for when the embedded path is the alternative
-DEFAULT_PROBE_TIMEOUT_S = 1.0
+#: a controller on this host answers its API's index in milliseconds (its own thread, whatever it
+#: runs); one that does not in this long, on a loaded host too, is not worth waiting for
+DEFAULT_PROBE_TIMEOUT_S = 2.0
 #: where a controller listening on every interface is reached from this host
 WILDCARD_TO_LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -196,9 +196,10 @@ def find_local_controller(
             f"submit in {store_identity(store)}: running here, with an embedded Ray"
         )
     status = _answers(controller.url, token, timeout_s)
-    if status is None:
+    if status is None:  # a reused pid, or a controller that stopped serving its API
         return Found(
-            why_not=f"{stale}: its API did not answer in {timeout_s:g} s; running here, with an embedded Ray"
+            why_not=f"the farm controller in {path} (pid {controller.pid}) did not answer at "
+            f"{controller.url} in {timeout_s:g} s: running here, with an embedded Ray"
         )
     if status == 401:
         return Found(
@@ -206,7 +207,10 @@ def find_local_controller(
             "with an embedded Ray"
         )
     if status != 200:
-        return Found(why_not=f"{stale}: its API answered {status}; running here, with an embedded Ray")
+        return Found(
+            why_not=f"the farm controller at {controller.url} answered {status}: running here, with an "
+            "embedded Ray"
+        )
     return Found(controller=controller)
 
 
