@@ -46,6 +46,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home.mkdir()
     with farm_serve(home, root / "farm") as serving:
         yield Served(serving.process, serving.api_url, home, root / "farm")
+    # stopped as Ctrl-C stops it: its record goes with it, so no later submit finds it stale
+    assert serving.process.returncode is not None
+    assert not (root / "farm" / CONTROLLER_FILE).exists(), "farm serve left its record behind"
 
 
 def plain_submit(
