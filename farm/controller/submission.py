@@ -25,6 +25,7 @@ from ondevice_farm.config import (
 )
 from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
 from ondevice_farm.errors import UsageError
+from ondevice_farm.generate.folder import is_genai_folder
 from ondevice_farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
 from ondevice_farm.model import ModelInfo
 from ondevice_farm.model_cache import inspect_model_cached
@@ -156,6 +157,11 @@ def prepare(
         from ondevice_farm.controller.generation import prepare_generation
 
         return prepare_generation(request, selectors, profiles)
+    if is_genai_folder(request.model_path):
+        raise UsageError(
+            f"{request.model_path} is an ONNX Runtime GenAI folder: it runs as a generation job",
+            hint="add --generate prompt=128,decode=64 (docs/generate.md)",
+        )
     plan = [(s, t) for s in selectors for t in targets_for(profiles[s.profile], request.targets)]
     if is_torch_checkpoint(request.model_path):
         if request.reference_model is not None:

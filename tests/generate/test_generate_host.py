@@ -96,13 +96,18 @@ def test_terminal_report_and_depth_sweep(tmp_path: Path, tiny_llama: Path) -> No
     assert 'id="generation"' in html and "decode latency per token" in html and "depth curve" in html
 
 
-def test_prompt_file_of_token_ids(tmp_path: Path, tiny_llama: Path) -> None:
+def test_prompt_file_of_token_ids_and_repeats(tmp_path: Path, tiny_llama: Path) -> None:
     prompt = tmp_path / "prompt.json"
     prompt.write_text(json.dumps([5, 17, 42, 99, 120, 7, 64, 33]))
-    document = _submit(tmp_path / "home", tiny_llama, "decode=4,reps=1", "--prompt-file", str(prompt))
+    document = _submit(
+        tmp_path / "home", tiny_llama, "decode=4,reps=1", "--prompt-file", str(prompt), "--repeats", "2"
+    )
     (job,) = document["jobs"]
     assert job["generation"]["prompt_tokens"] == 8
     assert job["generation"]["agreement"]["share"] == 1.0
+    # the second session is a fresh process of its own: its per-token latencies join latency_ms
+    assert job["latency_ms"]["spread"]["sessions"] == 2
+    assert [len(r["samples"]) for r in job["latency_ms"]["repeats"]] == [3, 3]
 
 
 def test_bad_input_fails_in_one_line_and_stores_nothing(tmp_path: Path, tiny_llama: Path) -> None:
@@ -112,6 +117,7 @@ def test_bad_input_fails_in_one_line_and_stores_nothing(tmp_path: Path, tiny_lla
         (["--generate", "prompt=8,decode=1"], 2, "decode must be at least 2"),
         (["--generate", "prompt=8,tokens=3"], 2, "unknown key 'tokens'"),
         (["--generate", "prompt=8", "--targets", "ort/xnnpack"], 2, "no selected device supports"),
+        ([], 2, "runs as a generation job"),  # a folder without --generate: said, not "not ONNX"
     ]
     for args, code, message in cases:
         done = farm(home, "submit", str(tiny_llama), *args)
