@@ -24,7 +24,6 @@ MUST_MATCH = (Path(__file__).parent / "conformance_cases.txt").read_text().split
 
 #: outside the lowering's documented limits: each must be one CompileError naming the reason
 MUST_REFUSE = {
-    "test_wrap_pad": "'wrap'",
     "test_unsqueeze_three_axes": "rank <= 5",
 }
 

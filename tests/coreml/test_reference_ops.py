@@ -187,6 +187,32 @@ def test_negative_pads_in_reflect_mode_are_refused(tmp_path: Path) -> None:
         predict_drift(save(model, tmp_path), {"x0": f32(1, 2, 5, 6)}, precision="fp32")
 
 
+@pytest.mark.parametrize(
+    ("mode", "pads", "dtype"),
+    [
+        ("wrap", [0, 1, 2, 0, 3, 1], np.float32),
+        ("wrap", [1, 0, 7, 0, 0, 2], np.float32),  # a pad longer than its axis wraps again
+        ("reflect", [0, 2, 1, 0, 1, 3], np.int32),  # MIL's pad takes floats only: gathers
+        ("edge", [1, 0, 2, 2, 0, 1], np.int64),
+    ],
+    ids=["wrap", "wrap_long", "reflect_int", "edge_int"],
+)
+def test_pad_modes_by_gather_match_onnx_reference(
+    mode: str, pads: list[int], dtype: type, tmp_path: Path
+) -> None:
+    g = Graph(opset=19)
+    x = g.input(
+        "x",
+        [2, 3, 4],
+        TensorProto.INT64 if dtype == np.int64 else onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+    )
+    g.output(
+        g.one("Pad", [x, g.const(np.array(pads, I64))], mode=mode), g.inputs[0].type.tensor_type.elem_type
+    )
+    value = np.arange(24).reshape(2, 3, 4).astype(dtype)
+    _assert_matches_reference(g.model(), {"x": value}, tmp_path)
+
+
 # -- Resize: each coordinate mode the lowering takes, against onnx.reference ----------------------
 RESIZES = [
     (mode, coords, scale)

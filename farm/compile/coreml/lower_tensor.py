@@ -247,6 +247,8 @@ def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         pairs[axis] = [pads[i], pads[i + len(axes)]]
     modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
     mode = attrs.get("mode", "constant")
+    if mode == "wrap":
+        return [_pad_by_gather(lw, node, x, pairs, mode)]
     if mode not in modes:
         raise NotLowerable(f"Pad mode {mode!r} is not supported")
     if any(p < 0 for pair in pairs for p in pair):
@@ -264,7 +266,32 @@ def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     flat = np.array([p for pair in pairs for p in pair], np.int32)
     constant = value.reshape(-1)[0] if value is not None and value.size else 0
     np_type = lw.types.nptype_from_builtin(x.dtype)
+    if mode != "constant" and lw.dtype_of(node.input[0]) not in ("fp32", "fp16"):
+        # MIL's pad takes floats only: an integer tensor reflects or replicates by gathers
+        return [_pad_by_gather(lw, node, x, [[0, 0]] * (rank - len(pairs)) + pairs, mode)]
     return [lw.mb.pad(x=x, pad=flat, mode=modes[mode], constant_val=np_type(constant), name=lw.name(node))]
+
+
+def _pad_by_gather(lw: Lowering, node: onnx.NodeProto, x: Any, pairs: list[list[int]], mode: str) -> Any:
+    """Pad as one gather per padded axis, of the source index each output position reads:
+    wrap (modulo), reflect (mirrored without the edge) or edge (clamped). Needs static dims."""
+    dims = lw.static_dims(node.input[0])
+    padded = [axis for axis, pair in enumerate(pairs) if pair != [0, 0]]
+    if any(dims[axis] is None for axis in padded):
+        raise NotLowerable(f"Pad mode {mode!r} on a free dim is not supported")
+    for axis in padded:
+        size = int(dims[axis] or 0)
+        position = np.arange(-pairs[axis][0], size + pairs[axis][1])
+        if mode == "wrap":
+            index = position % size
+        elif mode == "edge":
+            index = np.clip(position, 0, size - 1)
+        else:
+            period = max(2 * size - 2, 1)
+            index = position % period
+            index = np.where(index >= size, period - index, index)
+        x = lw.mb.gather(x=x, indices=index.astype(np.int32), axis=axis)
+    return lw.mb.identity(x=x, name=lw.name(node))
 
 
 def _crop(lw: Lowering, x: Any, crops: list[list[int]]) -> Any:
