@@ -178,7 +178,10 @@ def compile_litert(
     seconds = convert(checkpoint, program, shapes, artifact)
     delegate = LITERT_DELEGATES[target.backend]
     graph = delegated_graph(artifact, delegate=bool(delegate))
-    after: Counter[str] = Counter(op for _, op, _ in graph.nodes())
+    # what the interpreter calls: one kernel per delegate partition, the builtin ones left beside
+    after: Counter[str] = Counter(op for _, op in graph.fallback_nodes())
+    if graph.delegate_calls():
+        after[DELEGATE_OP] = graph.delegate_calls()
     io_names: IoNameMap = io_name_map(checkpoint, shapes, input_features(artifact), output_features(artifact))
     report = edge_report(
         target,
@@ -192,6 +195,8 @@ def compile_litert(
             "converter": f"litert-torch {litert_versions()['litert-torch']}",
             "converter_versions": {**litert_versions(), "torch": checkpoint.torch_version},
             "delegated_subgraphs": graph.delegate_calls(),
+            # the flatbuffer's builtin ops, whichever kernels run them
+            "tflite_ops": dict(sorted(Counter(op for _, op, _ in graph.nodes()).items())),
             "conversion_s": round(seconds, 3),
         },
     )

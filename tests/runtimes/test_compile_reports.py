@@ -61,12 +61,15 @@ def test_litert_xnnpack_takes_the_cnn_whole(compiled: dict[str, dict[str, Any]])
     entry = compiled["cnn"]["litert/xnnpack"]
     report = entry["report"]
     assert set(report["placement"]) == {"XNNPACK"} and report["fallback_ops"] == []
-    assert report["partitions"] == 1
+    assert report["partitions"] == 1 and report["op_types_after"] == {"DELEGATE": 1}
+    # litert-torch lays the convolutions out NHWC: two TRANSPOSEs around them, in the delegate too
+    assert report["extra"]["tflite_ops"]["TRANSPOSE"] == 2 and report["extra"]["tflite_ops"]["MEAN"] == 1
     assert report["extra"]["converter_versions"]["litert-torch"] == "0.10.0"
     assert report["extra"]["converter_versions"]["ai-edge-litert"] == "2.3.0"
     cpu = compiled["cnn"]["litert/cpu"]
     # one flatbuffer for both: the interpreter decides the delegate at load
     assert cpu["sha256"] == entry["sha256"] and set(cpu["report"]["placement"]) == {"builtin"}
+    assert cpu["report"]["op_types_after"] == report["extra"]["tflite_ops"]
     assert Path(entry["artifact"]).name == "model.tflite"
 
 
@@ -86,3 +89,28 @@ def test_compile_prints_the_runtimes_side_by_side(tmp_path: Path) -> None:
     ).stdout
     assert "XNNPACK took" in text and "aten.mean.dim" in text
     assert "artifact" in text and "KiB" in text
+
+
+def test_a_torchscript_checkpoint_is_converted_to_a_program_first(tmp_path: Path) -> None:
+    import numpy as np
+
+    from ..torch_source.architectures import save_traced
+
+    checkpoint = tmp_path / "upsampler.pt"
+    np.savez(tmp_path / "inputs.npz", x=save_traced("upsampler", checkpoint))
+    document = farm_json(
+        tmp_path / "home",
+        "compile",
+        str(checkpoint),
+        "--example-inputs",
+        str(tmp_path / "inputs.npz"),
+        "-t",
+        "executorch/xnnpack",
+    )
+    (entry,) = document["targets"]
+    assert document["model"]["source"]["format"] == "torchscript"
+    # TS2EPConverter's program: both convolutions (and the transposed one) reach XNNPACK
+    assert entry["report"]["extra"]["delegation"]["aten.convolution.default"] == {
+        "delegated": 2,
+        "fallback": 0,
+    }
