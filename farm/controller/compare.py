@@ -40,6 +40,7 @@ from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.selection import DeviceSelector
 from ondevice_farm.controller.submission import Prepared, SubmitRequest, with_home_caches
 from ondevice_farm.errors import FarmError, UsageError
+from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.targets import Target
@@ -293,6 +294,16 @@ def pair_document(pair: PairJob, event: JobEvent | None, policy: PairedPolicy) -
     return doc
 
 
+def used_artifacts(*models: tuple[Prepared, dict[Target, CompiledArtifact | FarmError]]) -> set[str]:
+    """The sha256 of what a compare runs: both source models and every artifact compiled from them."""
+    return {prepared.info.sha256 for prepared, _ in models} | {
+        artifact.sha256
+        for _, compiled in models
+        for artifact in compiled.values()
+        if isinstance(artifact, CompiledArtifact)
+    }
+
+
 def run_compare(
     req: CompareRequest,
     *,
@@ -313,13 +324,19 @@ def run_compare(
         check_same_inputs(checked[0], checked[1])  # type: ignore[arg-type]
     order_seed = req.order_seed if req.order_seed is not None else secrets.randbelow(2**31)
     progress.stage("finding devices")
-    with fleet_client(cluster, settings, profiles, platforms) as client:
+    with (
+        fleet_client(cluster, settings, profiles, platforms) as client,
+        LeaseBook(home.root).lease() as lease,
+    ):
         prep_a, prep_b = prepare_on(client, requests, checked, profiles)
         check_same_inputs(prep_a, prep_b)
         prep_b.inputs = prep_a.inputs  # the same arrays, not merely the same seed
         home.ensure()
-        compiled_a = compile_all(requests[0], prep_a, home, progress)
-        compiled_b = compile_all(requests[1], prep_b, home, progress)
+        # `farm gc` leaves both models' artifacts alone until the rounds are done (farm/gc/leases.py)
+        with lease.placing():
+            compiled_a = compile_all(requests[0], prep_a, home, progress)
+            compiled_b = compile_all(requests[1], prep_b, home, progress)
+            lease.hold_artifacts(home.artifacts, used_artifacts((prep_a, compiled_a), (prep_b, compiled_b)))
         pairs = plan_pairs(req, requests[1], prep_b, compiled_a, compiled_b, profiles, client, order_seed)
         family = PairedPolicy(req.alpha, req.min_effect).for_family(len(pairs))
         events: dict[str, JobEvent] = {}

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from ..core.conftest import farm, farm_process
@@ -130,3 +135,34 @@ def test_a_stored_run_is_a_baseline(tmp_path: Path) -> None:
     assert document["baseline"]["run_id"] == run_id
     assert document["baseline"]["sha256"] != document["candidate"]["sha256"]
     assert document["comparisons"][0]["verdict"] == "slower"
+
+
+def test_the_compare_holds_its_artifacts_against_gc_while_it_runs(tmp_path: Path) -> None:
+    """`farm gc` beside a running compare keeps both models and what was compiled from them: the
+    compare lists them in a lease (farm/gc/leases.py) from its compile to its last round."""
+    home = tmp_path / "home"
+    a = matmul_chain(tmp_path / "a.onnx", 6)
+    b = matmul_chain(tmp_path / "b.onnx", 7)
+    shas = {hashlib.sha256(p.read_bytes()).hexdigest() for p in (a, b)}
+    running = subprocess.Popen(
+        [sys.executable, "-m", "ondevice_farm", "--home", str(home), "compare", str(a), str(b),
+         *FAST, "--max-rounds", "30", "--min-effect", "0.0001", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    held: set[str] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while running.poll() is None and time.monotonic() < deadline and not shas <= held:
+            for lease in (home / "leases").glob("[!.]*") if (home / "leases").is_dir() else []:
+                with contextlib.suppress(OSError):
+                    held |= {k.removeprefix("artifacts/") for k in lease.read_text().split()}
+            time.sleep(0.05)
+        out, err = running.communicate(timeout=240)
+    finally:
+        if running.poll() is None:
+            running.kill()
+    assert shas <= held, (held, err[-2000:])
+    [pair] = json.loads(out)["comparisons"]
+    assert len(held) > len(shas)  # the compiled artifacts too
+    assert pair["status"] == "ok"
+    assert not list((home / "leases").glob("[!.]*"))  # given back at the end
