@@ -120,7 +120,7 @@ def _taken_branch(node: onnx.NodeProto, constants: dict[str, np.ndarray]) -> onn
     """The branch an If node takes, where its condition is known before run time."""
     if node.op_type != "If" or node.domain not in ("", "ai.onnx") or node.input[0] not in constants:
         return None
-    branches = {attr.name: attr.g for attr in node.attribute}
+    branches: dict[str, onnx.GraphProto] = {attr.name: attr.g for attr in node.attribute}
     condition = np.asarray(constants[node.input[0]])
     if condition.size != 1:
         return None

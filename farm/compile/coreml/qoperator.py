@@ -10,6 +10,8 @@ dequantized here (`bias * x_scale * w_scale`, zero point 0), as a float constant
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -60,7 +62,7 @@ def _expand(node: onnx.NodeProto, graph: FoldedGraph) -> list[onnx.NodeProto]:
 
 
 def _dequantize(names: list[str], output: str, name: str, axis: int | None) -> onnx.NodeProto:
-    attrs = {"axis": axis} if axis is not None else {}
+    attrs: dict[str, Any] = {"axis": axis} if axis is not None else {}
     kept = names if names[2] else names[:2]
     return helper.make_node("DequantizeLinear", kept, [output], name=name, **attrs)
 
