@@ -142,3 +142,11 @@ def test_farm_compile_fix_pins_the_input(tmp_path: Path) -> None:
     assert target["report"]["extra"]["fixed_inputs"] == {"sr": 16000}
     bad = CliRunner().invoke(cli, [*home, *args, "--fix", "sr"])
     assert bad.exit_code == 2 and "NAME=VALUE" in bad.output
+
+
+def test_unsupported_ops_sees_what_a_pin_folds(tmp_path: Path) -> None:
+    from ondevice_farm.compile.coreml import unsupported_ops
+
+    path = save(_vad_like(), tmp_path)
+    assert unsupported_ops(path) == [("If", "pick_rate")]
+    assert unsupported_ops(path, fixed_inputs={"sr": 8000}) == []

@@ -87,3 +87,9 @@ def test_dynamic_quantize_linear_matches_onnx_runtime(tmp_path: Path) -> None:
         np.testing.assert_array_equal(ours[0], expected[0])
         np.testing.assert_allclose(ours[1], expected[1], rtol=1e-6)
         np.testing.assert_array_equal(ours[2], expected[2])
+
+
+def test_unsupported_ops_takes_the_qlinear_ops(qoperator: Path) -> None:
+    from ondevice_farm.compile.coreml import unsupported_ops
+
+    assert unsupported_ops(qoperator) == []

@@ -9,6 +9,7 @@ coremltools is imported only inside the functions that need it (extra `ondevice-
     convert     compile_coreml, the report       report    MIL histograms, casts, spec I/O
     executor    run a MIL program in numpy       kernels   numpy kernels for missing ops
     drift       predict_drift                    placement MLComputePlan (macOS only)
+    qoperator   QLinear ops rewritten to QDQ     lower_control  If/Loop left after folding
 """
 
 from __future__ import annotations
@@ -18,18 +19,23 @@ from pathlib import Path
 from ondevice_farm.compile.coreml.convert import CoreMLOptions, compile_coreml, list_unsupported
 from ondevice_farm.compile.coreml.drift import PREDICTION_NOTE, predict_drift
 from ondevice_farm.compile.coreml.fold import fold_constants
-from ondevice_farm.compile.coreml.onnx_graph import load_onnx
+from ondevice_farm.compile.coreml.onnx_graph import load_onnx, with_fixed_inputs
+from ondevice_farm.compile.coreml.qoperator import expand_qoperators
 
 
-def unsupported_ops(model_path: Path) -> list[tuple[str, str]]:
-    """(op type, node name) of every node the CoreML lowering cannot take, after constant folding.
+def unsupported_ops(model_path: Path, fixed_inputs: dict[str, float] | None = None) -> list[tuple[str, str]]:
+    """(op type, node name) of every node the CoreML lowering cannot take, after constant folding
+    (with `fixed_inputs` pinned, as `--fix` pins them).
 
     Op types without a lowering, and nodes whose attributes the lowering cannot take (found by
     lowering the graph, where coremltools is installed). Empty for a `.mlpackage`, taken as it is.
     """
     if Path(model_path).suffix == ".mlpackage":
         return []
-    graph = fold_constants(load_onnx(Path(model_path)))
+    model = load_onnx(Path(model_path))
+    if fixed_inputs:
+        model = with_fixed_inputs(model, fixed_inputs)
+    graph = expand_qoperators(fold_constants(model))
     return [(item.op_type, item.node) for item in list_unsupported(graph, CoreMLOptions())]
 
 
