@@ -61,6 +61,7 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
             reference_model=m.reference,
             max_attempts=suite.attempts,
             placement_deadline_s=suite.placement_deadline_s,
+            generate=m.generate,
         )
         for m in suite.models
     ]

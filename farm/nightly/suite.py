@@ -20,6 +20,7 @@ from ondevice_farm.config import (
 )
 from ondevice_farm.durations import parse_duration_s
 from ondevice_farm.errors import UsageError
+from ondevice_farm.generate.spec import GenerateSpec, parse_generate
 from ondevice_farm.targets import Target
 
 
@@ -39,6 +40,8 @@ class SuiteModel:
     sustained_s: float = 0.0
     #: measurement sessions per job: the unit of the regression test
     repeats: int = DEFAULT_SUITE_REPEATS
+    #: a generation job on an ONNX Runtime GenAI folder (`generate: prompt=64,decode=32`)
+    generate: GenerateSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ MODEL_FIELDS = {
     "tolerance",
     "sustained",
     "repeats",
+    "generate",
 }
 POLICY_FIELDS = {
     "alpha",
@@ -173,7 +177,20 @@ def _model(data: Any, index: int, defaults: dict[str, Any], base: Path, where: s
         if "sustained" in merged
         else 0.0,
         repeats=_number(merged.get("repeats", DEFAULT_SUITE_REPEATS), f"{here}.repeats", int, 1),
+        generate=_generate(data.get("generate"), f"{here}.generate"),
     )
+
+
+def _generate(value: Any, where: str) -> GenerateSpec | None:
+    """`generate: prompt=64,decode=32[,depth=...]`, as `farm submit --generate` takes it."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{where} must be a spec like 'prompt=64,decode=32' (docs/generate.md)")
+    try:
+        return parse_generate(value)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}", hint=exc.hint) from None
 
 
 def parse_suite(data: Any, path: Path) -> Suite:
