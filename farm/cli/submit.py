@@ -253,7 +253,7 @@ def submit(
                 hint="run `farm agent` on the host the phone is attached to",
             )
         document = _submit_over_api(_api_target(address), model, options, inputs_npz, reference_model)
-    elif address is None and not embedded and not adb and (local := _local_controller(state, model)):
+    elif address is None and not embedded and not adb and (local := _local_controller(state)):
         document = _submit_over_api(local, model, options, inputs_npz, reference_model)
     else:
         document = _submit_here_or_over_ray(state, address, adb, model, options, inputs_npz, reference_model)
@@ -276,13 +276,13 @@ def _api_target(address: str) -> ApiTarget:
     return target_for(address)
 
 
-def _local_controller(state: CliState, model: Path) -> ApiTarget | None:
+def _local_controller(state: CliState) -> ApiTarget | None:
     """The `farm serve` this farm directory records, when it is up and takes this host's token
     (said in one stderr line, as is a record that cannot be used); None: run embedded."""
     from ondevice_farm.api.local_controller import CONTROLLER_FILE, find_local_controller, local_token
 
     record = state.home.root / CONTROLLER_FILE
-    if not record.exists() or model.is_dir():  # the API takes files; a .mlpackage goes through Ray
+    if not record.exists():
         return None
     try:
         token = local_token()
