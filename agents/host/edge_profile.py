@@ -59,7 +59,7 @@ def _op_type(event: Any) -> str:
 def events_to_ops(event_blocks: Any) -> list[OpTiming]:
     """One OpTiming per kernel event of the profiled runs, in execution order: XNNPACK's ops inside
     each delegate call (`XNNPACK`) and the portable kernels between them (`portable`); times in
-    microseconds (the Inspector's target scale), mean over the warm runs."""
+    microseconds (the Inspector's target scale), median and mean over the warm runs."""
     ops: list[OpTiming] = []
     seen: dict[str, int] = {}
     for block in event_blocks:
@@ -81,6 +81,9 @@ def events_to_ops(event_blocks: Any) -> list[OpTiming]:
                     mean_us=statistics.fmean(warm),
                     calls=len(warm),
                     source="measured",
+                    # one slow run (a preempted thread) moves the mean, not the median
+                    median_us=statistics.median(warm),
+                    runs=len(warm),
                 )
             )
     return ops
@@ -110,5 +113,5 @@ def profile_executorch(request: RunRequest, run: DeviceRun, load_profiled: Calla
     run.notes.append(
         f"per-op profile: ExecuTorch ETDump through the devtools Inspector"
         f"{' with the ETRecord' if etrecord else ' (no ETRecord beside the artifact: runtime event names)'}"
-        f"; mean of the warm runs of a profiled session, the first left out"
+        f"; median and mean of the warm runs of a profiled session, the first left out"
     )
