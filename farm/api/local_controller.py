@@ -46,6 +46,8 @@ class LocalController:
     #: where its runs go (`store_identity`): a submit that would store elsewhere runs embedded
     store: str
     started_at: float
+    #: the device profiles directory it serves (absolute): a submit asking for others runs embedded
+    profiles: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +65,7 @@ class LocalController:
                 api_version=int(value["api_version"]),
                 store=str(value["store"]),
                 started_at=float(value["started_at"]),
+                profiles=str(value.get("profiles") or ""),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"missing or wrong field: {exc}") from None
@@ -169,9 +172,11 @@ def find_local_controller(
     store: StoreLocation,
     token: str | None,
     timeout_s: float = DEFAULT_PROBE_TIMEOUT_S,
+    profiles_dir: Path | None = None,
 ) -> Found:
-    """The controller recorded at `path` if a submit storing in `store` and sending `token` can
-    use it now; else why not, in one line (nothing recorded: nothing to say)."""
+    """The controller recorded at `path` if a submit storing in `store`, with the device profiles
+    in `profiles_dir` (None: any), and sending `token` can use it now; else why not, in one line
+    (nothing recorded: nothing to say)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -195,6 +200,12 @@ def find_local_controller(
             why_not=f"the farm controller at {controller.url} stores its runs in {controller.store}, this "
             f"submit in {store_identity(store)}: running here, with an embedded Ray"
         )
+    if profiles_dir is not None and controller.profiles != str(profiles_dir.expanduser().resolve()):
+        return Found(
+            why_not=f"the farm controller at {controller.url} serves the device profiles in "
+            f"{controller.profiles or 'an unrecorded directory'}, this submit asks for those in "
+            f"{profiles_dir}: running here, with an embedded Ray"
+        )
     status = _answers(controller.url, token, timeout_s)
     if status is None:  # a reused pid, or a controller that stopped serving its API
         return Found(
@@ -214,7 +225,9 @@ def find_local_controller(
     return Found(controller=controller)
 
 
-def new_record(url: str, store: StoreLocation, farm_version: str) -> LocalController:
+def new_record(
+    url: str, store: StoreLocation, farm_version: str, profiles_dir: Path | None = None
+) -> LocalController:
     """This process's record, as `farm serve` writes it once its API listens."""
     return LocalController(
         url=url,
@@ -223,4 +236,5 @@ def new_record(url: str, store: StoreLocation, farm_version: str) -> LocalContro
         api_version=API_VERSION,
         store=store_identity(store),
         started_at=time.time(),
+        profiles="" if profiles_dir is None else str(profiles_dir.expanduser().resolve()),
     )

@@ -44,9 +44,13 @@ class CliState:
             return self.home.store_path
         return chosen if is_postgres_url(chosen) else Path(chosen).expanduser()
 
+    @property
+    def profiles_path(self) -> Path:
+        """`--profiles-dir`, else $FARM_PROFILES_DIR, else the profiles that ship with the farm."""
+        return self.profiles_dir or Path(os.environ.get("FARM_PROFILES_DIR") or DEFAULT_PROFILES_DIR)
+
     def profiles(self) -> dict[str, DeviceProfile]:
-        directory = self.profiles_dir or Path(os.environ.get("FARM_PROFILES_DIR") or DEFAULT_PROFILES_DIR)
-        return load_profiles(directory)
+        return load_profiles(self.profiles_path)
 
     def agent_settings(self, profiles: dict[str, DeviceProfile], adb: tuple[str, ...] = ()) -> AgentSettings:
         env_adb = tuple(a for a in os.environ.get("FARM_ADB_DEVICES", "").split(",") if a.strip())

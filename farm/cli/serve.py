@@ -198,7 +198,8 @@ def serve(
             schedule = GcSchedule(home, location, gc_policy, gc_every_s, log).start()
         # a plain `farm submit` with this farm directory finds the API here (nothing secret in it)
         record = home.root / CONTROLLER_FILE
-        record_controller(record, new_record(reachable_url(api.host, api.port), location, farm_version()))
+        url = reachable_url(api.host, api.port)
+        record_controller(record, new_record(url, location, farm_version(), state.profiles_path))
         where = address or f"embedded Ray at {ray.get_runtime_context().gcs_address}"
         click.echo(f"farm controller serving on {where}; store {store.path}", err=True)
         click.echo(

@@ -293,7 +293,7 @@ def _local_controller(state: CliState) -> ApiTarget | None:
             err=True,
         )
         return None
-    found = find_local_controller(record, state.store, token)
+    found = find_local_controller(record, state.store, token, profiles_dir=state.profiles_path)
     if found.controller is None:
         if found.why_not:
             click.echo(f"farm: {found.why_not}", err=True)

@@ -103,6 +103,16 @@ def test_a_controller_storing_elsewhere_is_not_used(tmp_path: Path, api: ApiServ
     assert found.controller is None and found.why_not is not None and "other.sqlite" in found.why_not
 
 
+def test_a_controller_with_other_device_profiles_is_not_used(tmp_path: Path, api: ApiServer) -> None:
+    store = tmp_path / "results.sqlite"
+    record = tmp_path / CONTROLLER_FILE
+    record_controller(record, new_record(api.url, store, "0.1.0", tmp_path / "lab-profiles"))
+    same = find_local_controller(record, store, TOKEN, profiles_dir=tmp_path / "lab-profiles")
+    assert same.controller is not None
+    other = find_local_controller(record, store, TOKEN, profiles_dir=tmp_path / "my-profiles")
+    assert other.controller is None and other.why_not is not None and "my-profiles" in other.why_not
+
+
 def test_a_garbled_record_is_ignored(tmp_path: Path) -> None:
     record = tmp_path / CONTROLLER_FILE
     record.write_text("{not json")
