@@ -27,6 +27,7 @@ from ondevice_farm.compile.coreml.lowering import (
 from ondevice_farm.compile.coreml.onnx_graph import (
     MAX_OPSET,
     MIN_OPSET,
+    SUB_BYTE_INTS,
     default_opset,
     load_onnx,
     with_fixed_inputs,
@@ -321,6 +322,14 @@ def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> 
                 f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} in the ML Program, "
                 "which holds no unsigned tensors: values above 2**31-1 do not survive the cast"
             )
+        elif info.dtype_name in SUB_BYTE_INTS:
+            notes.append(
+                f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} in the ML Program "
+                "(its values are exact there; the input takes 4 or 16 times the memory)"
+            )
+    for info in graph.outputs:
+        if info.dtype_name in SUB_BYTE_INTS:
+            notes.append(f"output {info.name} is {info.dtype_name} in ONNX and int32 in the ML Program")
     return notes
 
 

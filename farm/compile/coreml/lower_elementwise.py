@@ -208,6 +208,13 @@ def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     to = int(lw.attrs(node)["to"])
     if to not in MIL_DTYPES:
         raise NotLowerable(f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to)} is not supported")
+    if to in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.INT2, onnx.TensorProto.UINT2):
+        # held in int32, a cast would keep values the type cannot hold, where ONNX leaves the
+        # result undefined (its reference gives 0); QuantizeLinear to these types saturates instead
+        raise NotLowerable(
+            f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to)} is not supported (out-of-range values "
+            "are undefined in ONNX; QuantizeLinear to it saturates and is lowered)"
+        )
     dtype = MIL_DTYPES[to]
     if lw.dtype_of(node.input[0]) == dtype:
         return [lw.value(node.input[0])]

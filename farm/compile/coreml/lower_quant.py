@@ -25,9 +25,19 @@ import numpy as np
 import onnx
 
 from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.onnx_graph import SUB_BYTE_INTS
 from ondevice_farm.compile.coreml.quantization import QuantizedWeight, along, dequantize_array
 
 _EIGHT_BIT = (np.int8, np.uint8)
+
+
+def integer_range(dtype: Any) -> Any:
+    """np.iinfo, and ml_dtypes' for ONNX's 4-bit and 2-bit integers (which numpy does not know)."""
+    if np.dtype(dtype).name in SUB_BYTE_INTS:
+        import ml_dtypes
+
+        return ml_dtypes.iinfo(np.dtype(dtype).name)  # type: ignore[no-untyped-call]
+    return np.iinfo(dtype)
 
 
 def _axis(lw: Lowering, node: onnx.NodeProto, scale: np.ndarray, rank: int) -> int | None:
@@ -64,7 +74,7 @@ def _quantized_dtype(lw: Lowering, node: onnx.NodeProto) -> Any:
 def lower_quantize_linear(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     scale = lw.require_const(node, 1, "QuantizeLinear scale").astype(np.float32)
     dtype = np.dtype(_quantized_dtype(lw, node))
-    if dtype.kind not in "iu":
+    if dtype.kind not in "iu" and dtype.name not in SUB_BYTE_INTS:
         raise NotLowerable(f"QuantizeLinear to {dtype} is not supported (integer types only)")
     x = lw.var(node.input[0])
     rank = len(x.shape)
@@ -98,7 +108,7 @@ def _saturate(
     lw: Lowering, node: onnx.NodeProto, x: Any, scale: np.ndarray, zero_point: np.ndarray, axis: int | None
 ) -> Any:
     """x clipped to the float range the quantized type can represent."""
-    info = np.iinfo(zero_point.dtype)
+    info = integer_range(zero_point.dtype)
     shift = zero_point.astype(np.float32)
     low, high = (np.float32(info.min) - shift) * scale, (np.float32(info.max) - shift) * scale
     if axis is None:
@@ -113,7 +123,7 @@ def _fake_quantize(
 ) -> Any:
     """QuantizeLinear as arithmetic, into an int32 tensor (ML Programs hold 8/16-bit integers
     only between quantize and dequantize; ONNX int8 inputs and outputs are int32 there too)."""
-    info = np.iinfo(zero_point.dtype)
+    info = integer_range(zero_point.dtype)
     rank = len(x.shape)
     q = lw.mb.round(x=lw.mb.real_div(x=x, y=along(scale, axis, rank)))
     q = lw.mb.add(x=q, y=along(zero_point.astype(np.float32), axis, rank))

@@ -59,6 +59,11 @@ MIL_DTYPES: dict[int, str] = {
     TensorProto.INT8: "int32",
     TensorProto.UINT8: "int32",
     TensorProto.BOOL: "bool",
+    # 4-bit and 2-bit integers are held in int32 (their values are exact there)
+    TensorProto.INT4: "int32",
+    TensorProto.UINT4: "int32",
+    TensorProto.INT2: "int32",
+    TensorProto.UINT2: "int32",
 }
 
 #: graph inputs an ML Program takes only after a cast at its boundary (no unsigned tensors in MIL);

@@ -16,6 +16,9 @@ from ondevice_farm.errors import ModelError, UsageError
 MIN_OPSET = 13
 MAX_OPSET = 21
 
+#: ONNX's 4-bit and 2-bit integers (numpy dtypes from ml_dtypes): held in int32 in an ML Program
+SUB_BYTE_INTS = frozenset({"int4", "uint4", "int2", "uint2"})
+
 #: a dimension is a size, or a name (dim_param) where the model leaves it free
 Dim = int | str
 
@@ -139,7 +142,7 @@ def as_mil_array(value: np.ndarray) -> np.ndarray:
         # np.clip gives a numpy scalar for a 0-d array: keep it an array (a known constant)
         clipped: np.ndarray = np.asarray(np.clip(array, info.min, info.max))
         return clipped.astype(np.int32)
-    if array.dtype in (np.int16, np.int8, np.uint16, np.uint8):
+    if array.dtype in (np.int16, np.int8, np.uint16, np.uint8) or array.dtype.name in SUB_BYTE_INTS:
         return array.astype(np.int32)
     return array
 
