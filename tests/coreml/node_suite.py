@@ -65,6 +65,9 @@ class Outcome:
     #: the op types of the case's nodes, and what went wrong (empty when correct)
     ops: tuple[str, ...]
     detail: str = ""
+    #: a correct case run again at fp16: its SNR against the expected outputs (dB, inf if exact),
+    #: None where not run or the outputs hold no float
+    fp16_snr_db: float | None = None
 
 
 def mobile_cases() -> list[Any]:
@@ -144,8 +147,23 @@ def matches(actual: np.ndarray, expected: np.ndarray) -> str:
     return f"max abs error {worst:.3g}"
 
 
-def run_case(case: Any, mode: str) -> Outcome:
-    """One case in one feeding mode through lowering and the host executor at fp32."""
+def snr_db(actual: list[np.ndarray], expected: list[np.ndarray]) -> float | None:
+    """Signal-to-noise of the float outputs against the expected ones, in dB (inf if exact)."""
+    floats = [(a, e) for a, e in zip(actual, expected, strict=True) if e.dtype.kind == "f"]
+    pairs = [(np.asarray(a, np.float64), e.astype(np.float64)) for a, e in floats if np.shape(a) == e.shape]
+    pairs = [(a, e) for a, e in pairs if np.all(np.isfinite(e))]
+    if not pairs:
+        return None
+    signal = sum(float(np.sum(e * e)) for _, e in pairs)
+    noise = sum(float(np.sum((a - e) ** 2)) for a, e in pairs)
+    if noise == 0.0:
+        return float("inf")
+    return float(10 * np.log10(max(signal, 1e-30) / noise))
+
+
+def run_case(case: Any, mode: str, *, fp16: bool = False) -> Outcome:
+    """One case in one feeding mode through lowering and the host executor at fp32; a correct one
+    again at fp16 where `fp16` (its SNR: the drift CoreML's default precision predicts)."""
     ops = case_ops(case)
     with tempfile.TemporaryDirectory(prefix="farm-node-") as folder:
         path, feeds, expected = prepare(case, mode, Path(folder))
@@ -153,6 +171,7 @@ def run_case(case: Any, mode: str) -> Outcome:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 got = list(predict_drift(path, feeds, precision="fp32").values())
+                half = _fp16_outputs(path, feeds) if fp16 else None
         except FarmError as exc:
             return Outcome(case.name, mode, "refused", ops, str(exc).splitlines()[-1].strip())
         except Exception as exc:  # what the test exists to catch: a traceback instead of a refusal
@@ -164,7 +183,8 @@ def run_case(case: Any, mode: str) -> Outcome:
         differs = matches(np.asarray(actual), reference)
         if differs:
             return Outcome(case.name, mode, "wrong", ops, f"output {index}: {differs}")
-    return Outcome(case.name, mode, "correct", ops)
+    snr = snr_db(half, expected) if half is not None and len(half) == len(expected) else None
+    return Outcome(case.name, mode, "correct", ops, fp16_snr_db=snr)
 
 
 def tally(outcomes: Iterable[Outcome]) -> dict[str, Counter[str]]:
@@ -175,8 +195,16 @@ def tally(outcomes: Iterable[Outcome]) -> dict[str, Counter[str]]:
     return counts
 
 
-def run_suite(cases: list[Any], jobs: int = 2) -> list[Outcome]:
-    """Every case in both modes, over `jobs` forked workers.
+def _fp16_outputs(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray] | None:
+    """The case at fp16, or None where fp16 cannot run it (an fp32 result stands on its own)."""
+    try:
+        return list(predict_drift(path, feeds, precision="fp16").values())
+    except Exception:  # an fp16-only failure is not this suite's verdict, only a missing SNR
+        return None
+
+
+def run_suite(cases: list[Any], jobs: int = 2, *, fp16: bool = False) -> list[Outcome]:
+    """Every case in both modes, over `jobs` forked workers (correct ones again at fp16 if `fp16`).
 
     A case with one input is the same model in both modes: it runs once and counts in both.
     """
@@ -189,6 +217,7 @@ def run_suite(cases: list[Any], jobs: int = 2) -> list[Outcome]:
     logging.disable(logging.WARNING)  # coremltools logs every bool I/O it casts
     _CASES.clear()
     _CASES.extend(cases)
+    _FP16[:] = [fp16]
     # ct.convert runs gc.collect() on every call; over the thousand generated cases held here that
     # is most of the run. Frozen objects are skipped by the collector.
     gc.collect()
@@ -205,6 +234,7 @@ def run_suite(cases: list[Any], jobs: int = 2) -> list[Outcome]:
 
 
 _CASES: list[Any] = []
+_FP16: list[bool] = [False]
 
 
 def markdown_by_op(outcomes: list[Outcome]) -> str:
@@ -220,9 +250,20 @@ def markdown_by_op(outcomes: list[Outcome]) -> str:
         refused = [o for o in mine if o.mode == MODES[1] and o.kind == "refused" and _blames(o.detail, op)]
         reasons = Counter(_reason(o.detail) for o in refused).most_common(1)
         why = f"{reasons[0][0]} ({reasons[0][1]})" if reasons else ""
-        rows.append(f"| {op} | {total} | {correct[0]} | {correct[1]} | {why} |")
-    head = "| op | cases | correct, as generated | correct, initializers | commonest refusal (initializers) |"
-    return "\n".join([head, "|---|---|---|---|---|", *rows])
+        snrs = [o.fp16_snr_db for o in mine if o.mode == MODES[1] and o.fp16_snr_db is not None]
+        rows.append(f"| {op} | {total} | {correct[0]} | {correct[1]} | {_snr_cell(snrs)} | {why} |")
+    head = (
+        "| op | cases | correct, as generated | correct, initializers | fp16 SNR, worst case (dB) "
+        "| commonest refusal (initializers) |"
+    )
+    return "\n".join([head, "|---|---|---|---|---|---|", *rows])
+
+
+def _snr_cell(snrs: list[float]) -> str:
+    if not snrs:
+        return ""
+    worst = min(snrs)
+    return "exact" if worst == float("inf") else f"{worst:.0f}"
 
 
 def _blames(detail: str, op: str) -> bool:
@@ -244,11 +285,11 @@ def _run_indices(indices: list[int]) -> list[Outcome]:
     outcomes = []
     for index in indices:
         case = _CASES[index]
-        first = run_case(case, MODES[0])
+        first = run_case(case, MODES[0], fp16=_FP16[0])
         if len(case.model.graph.input) <= 1:
-            second = Outcome(case.name, MODES[1], first.kind, first.ops, first.detail)
+            second = Outcome(case.name, MODES[1], first.kind, first.ops, first.detail, first.fp16_snr_db)
         else:
-            second = run_case(case, MODES[1])
+            second = run_case(case, MODES[1], fp16=_FP16[0])
         outcomes += [first, second]
     return outcomes
 
@@ -260,11 +301,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write every outcome here")
-    parser.add_argument("--markdown", action="store_true", help="print the by-op table of docs/coreml.md")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print the by-op table of docs/coreml.md (runs fp16 too)"
+    )
     parser.add_argument("--ci-sample", action="store_true", help="only the cases CI runs")
     args = parser.parse_args()
     cases = mobile_cases()
-    outcomes = run_suite(ci_sample(cases) if args.ci_sample else cases, args.jobs)
+    outcomes = run_suite(ci_sample(cases) if args.ci_sample else cases, args.jobs, fp16=args.markdown)
     for mode, counts in tally(outcomes).items():
         print(mode, " ".join(f"{kind}={counts[kind]}" for kind in OUTCOMES))
     if args.markdown:
