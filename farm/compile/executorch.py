@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -75,7 +75,6 @@ class Lowering:
     delegated_subgraphs: int
     seconds: float
     etrecord: Path | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def _delegated_graph(graph_module: Any) -> DelegatedGraph:
