@@ -45,8 +45,8 @@ def _generation_targets(
         profile = profiles[selector.profile]
         if profile.platform not in GENERATION_PLATFORMS:
             raise UsageError(
-                f"{selector.profile}: generation jobs run on the host for now; the native Android "
-                "runner's generation mode and iOS are not built (docs/generate.md)"
+                f"{selector.profile}: generation jobs run on the host for now; the Android agent does "
+                "not run the native generation runner yet, iOS is out of scope (docs/generate.md)"
             )
         plan += [(selector, t) for t in profile.targets if t.name == GENERATION_TARGET]
     if not plan:
