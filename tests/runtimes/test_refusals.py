@@ -65,7 +65,9 @@ def test_a_missing_runtime_says_how_to_install_it(
     from ..torch_source.architectures import save_exported
 
     checkpoint = save_exported("cnn", tmp_path / "cnn.pt2")
-    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    # import fails as if not installed, also where an earlier test of this process imported it
+    for name in [m for m in sys.modules if m == module or m.startswith(f"{module}.")] + [module]:
+        monkeypatch.setitem(sys.modules, name, None)
     done = farm(tmp_path / "home", "compile", str(checkpoint), "-t", target, "--json")
     assert done.exit_code == 2
     (entry,) = json.loads(done.stdout)["targets"]
