@@ -43,10 +43,11 @@ def test_wheel_carries_profiles_sources_and_schemas() -> None:
     names = set(zipfile.ZipFile(WHEEL).namelist())
     profiles = {p.name for p in (ROOT / "device_profiles").glob("*.yaml")}
     assert {f"ondevice_farm/device_profiles/{name}" for name in profiles} <= names
-    native = ROOT / "agents" / "android" / "native"
-    sources = {str(p.relative_to(native)) for p in native.rglob("*") if p.is_file()}
-    assert "CMakeLists.txt" in sources
-    assert {f"ondevice_farm_agents/android/native/{name}" for name in sources} <= names
+    for runner in ("native", "native_generate"):
+        native = ROOT / "agents" / "android" / runner
+        sources = {str(p.relative_to(native)) for p in native.rglob("*") if p.is_file()}
+        assert "CMakeLists.txt" in sources
+        assert {f"ondevice_farm_agents/android/{runner}/{name}" for name in sources} <= names
     assert any(n.startswith("ondevice_farm/schema/") and n.endswith(".json") for n in names)
     assert not any(n.startswith(("tests/", "benchmarks/", "scripts/")) for n in names)
 
