@@ -18,7 +18,7 @@ ANE = Target.parse("coreml/ane")
 
 
 def _model_with_unsupported_ops() -> Graph:
-    g = Graph(opset=19)  # Pad mode "wrap" is opset 19
+    g = Graph()
     x = g.input("x", [1, 8, 4, 4])
     y = g.one("Relu", [x])
     y = g.one("Shrink", [y])
@@ -29,15 +29,15 @@ def _model_with_unsupported_ops() -> Graph:
     # Mod only ever sees constants: folded away, so not reported
     g.output(g.one("Add", [y, g.one("Mod", [g.const(np.float32(7.0)), g.const(np.float32(4.0))], fmod=1)]))
     # a supported op with attributes the lowering cannot take; the Relu fed by it is not blamed
-    padded = g.one("Pad", [x, g.const(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="wrap")
-    g.output(g.one("Relu", [padded]))
+    dropped = g.one("Dropout", [x, g.const(np.float32(0.5)), g.const(np.array(True))])
+    g.output(g.one("Relu", [dropped]))
     return g
 
 
 def test_every_unsupported_op_is_listed_with_its_node(tmp_path: Path) -> None:
     path = save(_model_with_unsupported_ops().model(), tmp_path)
     found = unsupported_ops(path)
-    assert [op for op, _ in found] == ["Shrink", "LpNormalization", "Shrink", "Hardmax", "Pad"]
+    assert [op for op, _ in found] == ["Shrink", "LpNormalization", "Shrink", "Hardmax", "Dropout"]
     assert all(name for _, name in found)
 
 
@@ -48,7 +48,7 @@ def test_compile_stops_with_one_error_naming_types_counts_and_nodes(tmp_path: Pa
     message = str(caught.value)
     assert "5 node(s) of 4 op type(s)" in message
     assert "Shrink x2" in message and "Hardmax x1" in message and "LpNormalization x1" in message
-    assert "Pad x1" in message and "'wrap' is not supported" in message
+    assert "Dropout x1" in message and "training-mode Dropout is random" in message
     for _, name in unsupported_ops(path):
         assert name in message
     assert caught.value.exit_code == 5
@@ -60,11 +60,21 @@ def test_supported_model_has_nothing_unsupported(tmp_path: Path) -> None:
 
 
 def test_attributes_outside_the_lowering_name_the_node(tmp_path: Path) -> None:
-    model = single_op(
-        "Pad", [[1, 2, 3, 4]], [np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)], opset=19, mode="wrap"
-    )
-    path = save(model, tmp_path)
-    with pytest.raises(CompileError, match=r"Pad x1: Pad_\d+ \(Pad mode 'wrap'"):
+    # an If decided only at run time: the lowering names the node and the way to fold it
+    g = Graph()
+    g.input("x", [1, 3])  # the branches read it from the outer scope
+    flag = g.input("flag", [], TensorProto.BOOL)
+    then, other = (
+        helper.make_graph(
+            [helper.make_node(op, ["x"], [f"{op}_out"])], op, [],
+            [helper.make_tensor_value_info(f"{op}_out", TensorProto.FLOAT, [1, 3])],
+        )
+        for op in ("Relu", "Neg")
+    )  # fmt: skip
+    g.nodes.append(helper.make_node("If", [flag], ["y"], name="If_1", then_branch=then, else_branch=other))
+    g.output("y")
+    path = save(g.model(), tmp_path)
+    with pytest.raises(CompileError, match=r"If x1: If_1 \(its condition 'flag' is known only at run time"):
         compile_coreml(path, ANE, tmp_path / "out")
 
 

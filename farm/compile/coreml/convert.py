@@ -17,6 +17,7 @@ from typing import Any
 import onnx
 
 from ondevice_farm.compile.coreml.fold import FoldedGraph, fold_constants
+from ondevice_farm.compile.coreml.io_notes import named_as_onnx, retyped_inputs, scalar_notes
 from ondevice_farm.compile.coreml.lowering import (
     LoweredProgram,
     LoweringFailed,
@@ -27,7 +28,6 @@ from ondevice_farm.compile.coreml.lowering import (
 from ondevice_farm.compile.coreml.onnx_graph import (
     MAX_OPSET,
     MIN_OPSET,
-    SUB_BYTE_INTS,
     default_opset,
     load_onnx,
     with_fixed_inputs,
@@ -262,9 +262,9 @@ def compile_coreml(
     if not MIN_OPSET <= opset <= MAX_OPSET:
         notes.append(f"opset {opset} is outside the tested range {MIN_OPSET}-{MAX_OPSET}")
     io = spec_io(mlmodel.get_spec())
-    notes.extend(_retyped_inputs(graph, io))
-    notes.extend(_renamed(graph, io))
-    notes.extend(_scalars(graph, io, lowered))
+    notes.extend(retyped_inputs(graph, io))
+    notes.extend(named_as_onnx(graph, io))
+    notes.extend(scalar_notes(graph, io, lowered))
     notes.extend(
         f"input {name} pinned to {value:g} (--fix): a constant of the program, which takes no such input"
         for name, value in options.fixed_inputs
@@ -309,32 +309,8 @@ def compile_coreml(
     )
 
 
-def _retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
-    notes = []
-    for info, entry in zip(graph.inputs, io["inputs"], strict=True):
-        if info.dtype_name in ("int64", "float64"):
-            notes.append(
-                f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} "
-                "in the ML Program, which holds no 64-bit tensors"
-            )
-        elif info.dtype_name in ("uint16", "uint32", "uint64"):
-            notes.append(
-                f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} in the ML Program, "
-                "which holds no unsigned tensors: values above 2**31-1 do not survive the cast"
-            )
-        elif info.dtype_name in SUB_BYTE_INTS:
-            notes.append(
-                f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} in the ML Program "
-                "(its values are exact there; the input takes 4 or 16 times the memory)"
-            )
-    for info in graph.outputs:
-        if info.dtype_name in SUB_BYTE_INTS:
-            notes.append(f"output {info.name} is {info.dtype_name} in ONNX and int32 in the ML Program")
-    return notes
-
-
 def io_name_map(io: dict[str, list[dict[str, Any]]]) -> IoNameMap:
-    """The artifact's I/O name map, from the spec's entries once `_renamed` gave them ONNX names."""
+    """The artifact's I/O name map, from the spec's entries once `named_as_onnx` gave them ONNX names."""
 
     def features(entries: list[dict[str, Any]]) -> tuple[Feature, ...]:
         return tuple(
@@ -350,37 +326,6 @@ def io_name_map(io: dict[str, list[dict[str, Any]]]) -> IoNameMap:
     io_names = IoNameMap(inputs=features(io["inputs"]), outputs=features(io["outputs"]))
     io_names.check_unique()
     return io_names
-
-
-def _renamed(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Give each input/output entry its ONNX name; a note where CoreML's differs (e.g. `input.1`)."""
-    notes = []
-    for kind, infos in (("inputs", graph.inputs), ("outputs", graph.outputs)):
-        for entry, info in zip(io[kind], infos, strict=True):
-            entry["onnx_name"] = info.name
-            if entry["name"] != info.name:
-                notes.append(f"{kind[:-1]} {info.name!r} is named {entry['name']!r} in the ML Program")
-    return notes
-
-
-def _scalars(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]], lowered: LoweredProgram) -> list[str]:
-    """Give each entry its ONNX shape; a note for each scalar carried as shape [1].
-
-    A job feeds a rank-0 ONNX input reshaped to [1] and reads a rank-0 output back as a scalar:
-    `extra["rank0"]` lists them by ONNX name, each entry's `onnx_shape` is the ONNX one.
-    """
-    scalars = {"inputs": set(lowered.rank0_inputs), "outputs": set(lowered.rank0_outputs)}
-    notes = []
-    for kind, infos in (("inputs", graph.inputs), ("outputs", graph.outputs)):
-        for entry, info in zip(io[kind], infos, strict=True):
-            entry["onnx_shape"] = list(info.shape)
-            if info.name in scalars[kind]:
-                entry["rank0"] = True
-                notes.append(
-                    f"{kind[:-1]} {info.name!r} is a scalar in ONNX and shape [1] in the ML Program "
-                    "(reshaped inside the program)"
-                )
-    return notes
 
 
 def _take_package(source: Path, target: Target, package: Path, compute_units: str) -> CompiledArtifact:
