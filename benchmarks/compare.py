@@ -2,9 +2,10 @@
 
     python benchmarks/compare.py [--trials N] [--quick] [--json] [--simulated-only]
 
-Everything is judged by the code `farm compare` runs: `run_paired_rounds` (agents/paired.py) on a
-`HostAgent` unit, every session a fresh process (agents/host/session.py), the compare's defaults
-(1 intra-op thread, pinned as `--pin auto` pins: `resolve_affinity`, 50 timed runs after 5
+Everything is judged by the code `farm compare` runs: `run_paired_rounds`
+(agents/ondevice_farm_agents/paired.py) on a
+`HostAgent` unit, every session a fresh process (agents/ondevice_farm_agents/host/session.py), the compare's
+defaults (1 intra-op thread, pinned as `--pin auto` pins: `resolve_affinity`, 50 timed runs after 5
 warm-up, 600 s of device time, at most 40 rounds here: `--max-rounds`) and its stopping rule,
 `farm.analysis.paired.decided` under `PairedPolicy()` (alpha 1%, min effect 3%).
 

@@ -11,8 +11,8 @@ the ratio. Prints the median over rounds of the ratio of the farm's p50 to the b
 (goal 1.00 +/- 0.03), every round's ratio, the farm's overhead per job (wall time of the
 submission minus the time the job spent on the device) and the 1-minute load average (`uptime`)
 at the row's start and end.
-With --native, the farm's C++ runner (agents/android/native, x86-64 build against the same
-wheel's libonnxruntime) too: its p50 over the bare loop's, and its start-up cost.
+With --native, the farm's C++ runner (agents/ondevice_farm_agents/android/native, x86-64 build against the
+same wheel's libonnxruntime) too: its p50 over the bare loop's, and its start-up cost.
 
     python benchmarks/fidelity.py [--threads default,1] [--rounds N] [--runs N] [--native] [MODEL.onnx ...]
 

@@ -42,7 +42,7 @@ from onnx import TensorProto, helper
 
 FARM = [sys.executable, "-m", "ondevice_farm"]
 #: what an embedded farm's Ray costs before the farm does anything: the same `ray.init` as
-#: farm/controller/cluster.py, then `ray.shutdown` (the floor under a cold submit)
+#: farm/ondevice_farm/controller/cluster.py, then `ray.shutdown` (the floor under a cold submit)
 RAY_ALONE = """
 import logging, os, ray
 ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=os.cpu_count(),
@@ -95,7 +95,7 @@ def write_suite(path: Path, models: list[Path], units: int) -> Path:
 
 def start_serve(env: dict[str, str], tree: str) -> tuple[subprocess.Popen[str], str, str | None]:
     """`farm serve`, its Ray address and its submit API (None: a farm from before the API)."""
-    has_api = "--api-port" in (Path(tree) / "farm" / "cli" / "serve.py").read_text()
+    has_api = "--api-port" in (Path(tree) / "farm" / "ondevice_farm" / "cli" / "serve.py").read_text()
     serve = subprocess.Popen(
         [*FARM, "serve", *(["--api-port", "0"] if has_api else [])], env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=env.get("PYTHONPATH"),

@@ -7,7 +7,8 @@ For each model, rounds of:
         `generate_next_token()`; one untimed generation first, then REPS timed ones
   farm: `ondevice_farm.controller.pipeline.submit` with `--generate prompt=P,decode=D,reps=R` on
         host-cpu inside the embedded Ray a `farm submit` starts (fleet, DeviceActor, store, the
-        host reference), whose runner is a fresh process too (agents/host/generate_session.py)
+        host reference), whose runner is a fresh process too
+        (agents/ondevice_farm_agents/host/generate_session.py)
 in an order that alternates round by round, so the machine's other load cancels in the ratio.
 Prints per model the median over rounds of farm/bare for TTFT (median over the round's
 generations) and for decode tokens/s (the tokens after the first over their span), every round's

@@ -1,6 +1,7 @@
 """Between-session spread on this host with and without the farm's noise controls.
 
-For each model, fresh host sessions (agents/host/session.py, a process each, as `farm submit
+For each model, fresh host sessions (agents/ondevice_farm_agents/host/session.py, a process each, as `farm
+submit
 --repeats` and `farm compare` run them) under each setting, the settings taken in turn within
 every round so that drift of the machine is shared between them. Printed per setting:
 - session spread: the standard deviation of log(session p50) over the rounds (what history has

@@ -4,8 +4,8 @@
 
 Five real models (the three in ../shared/models where present, examples/tinynet.onnx, and the two
 of benchmarks/aa_models.py), "nights" back to back, each night every model measured in `repeats`
-sessions, each session a fresh process running agents/host/session.py exactly as a host job's
-repeat does (load, first inference, warm-up, timed runs). Writes every session's samples with
+sessions, each session a fresh process running agents/ondevice_farm_agents/host/session.py exactly as a host
+job's repeat does (load, first inference, warm-up, timed runs). Writes every session's samples with
 the night, the repeat and the wall-clock time it started, so the recording is the evidence.
 """
 
@@ -30,7 +30,7 @@ from ondevice_farm.model import inspect_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_MODELS = ROOT.parent / "shared" / "models"  # ../shared/models beside the checkout
-SESSION = ROOT / "agents" / "host" / "session.py"
+SESSION = ROOT / "agents" / "ondevice_farm_agents" / "host" / "session.py"
 THREADS: int | None = None  # set by --threads
 
 

@@ -42,7 +42,7 @@ RECORDINGS = {
     "this host, shared": ROOT / "benchmarks" / "fixtures" / "host_sessions.json",
     "this host, idle": ROOT / "benchmarks" / "fixtures" / "host_sessions_idle.json",
 }
-#: earlier runs a job's comparison sees (farm/nightly/run.py HISTORY_RUNS)
+#: earlier runs a job's comparison sees (farm/ondevice_farm/nightly/run.py HISTORY_RUNS)
 HISTORY = 10
 #: session p50s above the night's median by more than this count as the slow mode (log scale)
 SLOW_MODE_LOG = float(np.log(1.15))
@@ -187,7 +187,8 @@ class Simulator:
 
 
 def judged(cases: list[LatencyCase]) -> list[tuple[SessionComparison, str]]:
-    """What `farm nightly` does with the jobs' latencies (farm/nightly/compare.py `_judge`): compared
+    """What `farm nightly` does with the jobs' latencies (farm/ondevice_farm/nightly/compare.py `_judge`):
+    compared
     together, the p-values of those with a drift estimate adjusted across the suite, verdicts."""
     results = compare_cases(cases, POLICY.confidence)
     judged_at = [k for k, r in enumerate(results) if r.drift_from != "none"]

@@ -6,7 +6,7 @@ Defaults: 200 units on 4 worker nodes, 2000 jobs of mixed durations (0.2-0.6 s, 
 2.4-4.8 s in equal shares, times --scale 3: scaled down from minutes so the run takes a few
 minutes on 2 cores; at --scale 1 the short jobs at the end complete 500 times a second, which
 saturates 2 cores shared by 5 raylets, the racks, the fleet and the driver). The real
-fleet actor (`farm/controller/fleet.py`) schedules them; each node's units are served by one
+fleet actor (`farm/ondevice_farm/controller/fleet.py`) schedules them; each node's units are served by one
 asyncio "rack" actor that sleeps for the job's duration (200 actor processes would not fit a
 2-core test machine; the scheduler sees 200 units either way).
 

@@ -36,7 +36,7 @@ ENERGY = {
 }
 Model = tuple[Path, str, dict[str, np.ndarray]]
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads((REPO / "farm/ondevice_farm/schema/run.schema.json").read_text())
 
 
 @pytest.fixture

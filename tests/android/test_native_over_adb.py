@@ -33,7 +33,7 @@ from tests.android.peer_fixtures import PIXEL8, PeerHandle, one_unit, start_peer
 from tests.scripted_warming import Ramp, ScriptedRamp
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads((REPO / "farm/ondevice_farm/schema/run.schema.json").read_text())
 CACHE = "data/local/tmp/farm/cache"
 JOBS = "data/local/tmp/farm/jobs"
 HZ_PER_MHZ = 1e6
@@ -44,7 +44,8 @@ GPU_THROTTLE = Ramp(start=848.0, end=151.0, rate_per_s=-200.0)
 
 def sustained_running(sandbox: Path) -> Callable[[], bool]:
     """Whether the runner's sustained run has begun in the peer's `sandbox`: a job's shell (whose
-    pid the agent's detached job writes, agents/android/jobs.py) runs the runner with `--sustained-s`."""
+    pid the agent's detached job writes, agents/ondevice_farm_agents/android/jobs.py) runs the runner with
+    `--sustained-s`."""
 
     def running() -> bool:
         for pid_file in (sandbox / JOBS).glob("*/pid"):

@@ -143,7 +143,9 @@ def test_farm_submit_stores_the_perf_test_warm_load_with_its_method(
     )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
-    jsonschema.validate(document, json.loads((REPO / "farm/schema/run.schema.json").read_text()))
+    jsonschema.validate(
+        document, json.loads((REPO / "farm/ondevice_farm/schema/run.schema.json").read_text())
+    )
     (job,) = document["jobs"]
     assert job["status"] == "ok" and job["runner"].startswith("onnxruntime_perf_test")
     assert job["load_ms"] > 0 and job["warm_load_ms"] > 0

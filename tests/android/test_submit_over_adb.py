@@ -18,7 +18,7 @@ from ondevice_farm.cli.main import cli
 from tests.android.peer_fixtures import PeerHandle
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads((REPO / "farm/ondevice_farm/schema/run.schema.json").read_text())
 
 
 def test_submit_runs_on_a_linux_board_over_adb(adb_peer: PeerHandle, tmp_path: Path) -> None:

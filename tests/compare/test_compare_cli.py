@@ -139,7 +139,7 @@ def test_a_stored_run_is_a_baseline(tmp_path: Path) -> None:
 
 def test_the_compare_holds_its_artifacts_against_gc_while_it_runs(tmp_path: Path) -> None:
     """`farm gc` beside a running compare keeps both models and what was compiled from them: the
-    compare lists them in a lease (farm/gc/leases.py) from its compile to its last round."""
+    compare lists them in a lease (farm/ondevice_farm/gc/leases.py) from its compile to its last round."""
     home = tmp_path / "home"
     a = matmul_chain(tmp_path / "a.onnx", 6)
     b = matmul_chain(tmp_path / "b.onnx", 7)

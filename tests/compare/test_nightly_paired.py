@@ -50,7 +50,9 @@ def test_a_changed_model_is_judged_beside_its_last_good_artifact(tmp_path: Path)
     assert (job["paired_baseline"]["max_rounds"], job["paired_baseline"]["budget_s"]) == (12, 120.0)
     assert changed["paired"]["rounds"] <= 12
     assert job["paired"]["rounds"] and {r["order"] for r in job["paired"]["rounds"]} <= {"AB", "BA"}
-    schema = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+    schema = json.loads(
+        (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+    )
     jsonschema.validate(job, {"$defs": schema["$defs"], "$ref": "#/$defs/ok_job"})
     # the model that did not change keeps the history test, and no paired rounds were run for it
     assert entries["steady"]["judged_by"] != "paired" and entries["steady"]["paired"] is None

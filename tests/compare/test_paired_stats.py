@@ -1,4 +1,4 @@
-"""The sequential paired verdict (farm/analysis/paired.py) on simulated rounds: its error rates
+"""The sequential paired verdict (farm/ondevice_farm/analysis/paired.py) on simulated rounds: its error rates
 under looking after every round, its power, the verdict rules and the budget projection."""
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from ondevice_farm_agents.base import AgentSettings, DeviceRun, RunRequest
 from ondevice_farm_agents.host.agent import HostAgent
 from tests.scripted_rapl import RAPL_DIR, RaplScript, ScriptedRapl, this_process
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
 #: the defaults, but a longer loaded window: the script's 25 ms steps want a few dozen of them
 ENERGY = {
     "host_energy_idle_s": "1",

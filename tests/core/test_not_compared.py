@@ -39,14 +39,15 @@ from ondevice_farm_agents.android import perf_test
 from ondevice_farm_agents.base import DeviceRun
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads((REPO / "farm/ondevice_farm/schema/run.schema.json").read_text())
 RECORDED = REPO / "tests/android/fixtures/perf_test/android_vivo_x300_sme2_resnet50v2.txt"
 RUN_ID = "20260101-000000-abcdef"
 SERIES = {"model": "tinynet", "device": "pixel8", "target": "ort/cpu"}
 
 
 def perf_test_run() -> DeviceRun:
-    """What the perf_test runner kind hands the controller (agents/android/runners.py)."""
+    """What the perf_test runner kind hands the controller
+    (agents/ondevice_farm_agents/android/runners.py)."""
     summary = perf_test.parse_output(RECORDED.read_text())
     assert summary.session_creation_ms is not None and summary.average_ms is not None
     return DeviceRun(

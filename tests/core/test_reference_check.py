@@ -17,7 +17,9 @@ from ondevice_farm.errors import ReferenceCheckError
 from . import numeric_models as models
 from .conftest import farm, farm_json
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
 FAST = ("--runs", "3", "--warmup", "0", "--no-profile")
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -18,7 +18,9 @@ from ondevice_farm_agents.repeats import run_repeats
 
 from .conftest import farm, farm_json
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
 
 
 def request(model: Path, repeats: int) -> RunRequest:

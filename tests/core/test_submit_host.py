@@ -15,8 +15,10 @@ import pytest
 
 from .conftest import farm, farm_json, farm_process
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
-#: a process may reset its RSS high-water mark and read it back (agents/host/memory.py)
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
+#: a process may reset its RSS high-water mark and read it back (agents/ondevice_farm_agents/host/memory.py)
 LINUX_PEAK_RSS = os.access("/proc/self/clear_refs", os.W_OK) and Path("/proc/self/status").is_file()
 
 

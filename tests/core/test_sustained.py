@@ -18,7 +18,9 @@ from ondevice_farm_agents.host.sustained import run_sustained
 from ondevice_farm_agents.host.telemetry import HostTelemetry
 from tests.core.conftest import EXAMPLE_MODEL, farm
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
 
 
 def _sysfs(root: Path, *, freq_khz: int, temp_milli: int, energy_uj: int) -> None:

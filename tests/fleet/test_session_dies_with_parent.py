@@ -1,10 +1,10 @@
 """A repeat's session process dies with the process that started it, however that one dies.
 
-The host agent runs each repeat after the first in a process of its own (agents/host/session.py).
-A `DeviceActor` killed with kill -9 (an OOM kill, `ray stop --force`, a lab host's operator) runs
-no code that could stop it, so without more the session would run its timed runs to their end,
-re-parented, on a host whose next job it disturbs. Here the actor is a plain process that runs
-the host agent's `measure_session` with a billion runs; it is killed with SIGKILL once its session
+The host agent runs each repeat after the first in a process of its own
+(agents/ondevice_farm_agents/host/session.py). A `DeviceActor` killed with kill -9 (an OOM kill, `ray stop
+--force`, a lab host's operator) runs no code that could stop it, so without more the session would run its
+timed runs to their end, re-parented, on a host whose next job it disturbs. Here the actor is a plain process
+that runs the host agent's `measure_session` with a billion runs; it is killed with SIGKILL once its session
 process is inside its timed runs, and that session process (found by pid, with its start time)
 must be gone within `GONE_WITHIN_S`.
 """

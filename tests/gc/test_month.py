@@ -25,7 +25,7 @@ def farm(month: Month, *args: str) -> Result:
 
 
 def blocks_on_disk(root: Path) -> int:
-    """Bytes allocated under `root`, as `du` counts them (independent of farm/gc/caches.py)."""
+    """Bytes allocated under `root`, as `du` counts them (independent of farm/ondevice_farm/gc/caches.py)."""
     total = 0
     for folder, dirs, files in os.walk(root):
         total += sum(os.lstat(os.path.join(folder, n)).st_blocks * 512 for n in (*dirs, *files))

@@ -15,7 +15,7 @@ import jsonschema
 from .tiny_llama import CONTEXT_LENGTH, HEADS, HIDDEN_SIZE, KV_HEADS, LAYERS
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((REPO / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads((REPO / "farm/ondevice_farm/schema/run.schema.json").read_text())
 PROMPT, DECODE, REPS = 64, 32, 3
 
 

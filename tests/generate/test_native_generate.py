@@ -1,6 +1,7 @@
-"""The native generation runner (agents/android/native_generate, C++ on onnxruntime-genai's C API):
-built for this host and for aarch64, run on the tiny Llama (the aarch64 build under qemu-user, with
-the aarch64 onnxruntime library), every timing of docs/generate.md present and the greedy tokens and
+"""The native generation runner (agents/ondevice_farm_agents/android/native_generate, C++ on
+onnxruntime-genai's C API): built for this host and for aarch64, run on the tiny Llama (the aarch64 build
+under qemu-user, with the aarch64 onnxruntime library), every timing of docs/generate.md present and the
+greedy tokens and
 first-step logits those of the host reference."""
 
 from __future__ import annotations

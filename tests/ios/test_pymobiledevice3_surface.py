@@ -1,9 +1,9 @@
 """Every pymobiledevice3 call the iOS agent makes exists in the installed pymobiledevice3, as called.
 
-The real provider (agents/ios/provider.py) imports its services lazily, inside the calls that need
-them, and every other iOS test runs on the fakes (agents/ios/fakes.py), which copy the services'
-methods: a module pymobiledevice3 renames, or a method whose arguments change, would pass every
-test here and fail on the first real phone. This module imports each of them plainly (a rename
+The real provider (agents/ondevice_farm_agents/ios/provider.py) imports its services lazily, inside the calls
+that need them, and every other iOS test runs on the fakes (agents/ondevice_farm_agents/ios/fakes.py), which
+copy the services' methods: a module pymobiledevice3 renames, or a method whose arguments change, would pass
+every test here and fail on the first real phone. This module imports each of them plainly (a rename
 fails the run, it is not skipped) and checks three things agree, method by method: the protocol
 the agent codes against, pymobiledevice3's own method (a coroutine, accepting the protocol's
 arguments with the same defaults), and the fake that stands in for it. Then each call the
@@ -106,7 +106,8 @@ def _binds(function: Callable[..., Any], *args: object, **kwargs: object) -> Non
 
 
 def test_the_calls_that_open_the_services_bind_to_pymobiledevice3s_signatures() -> None:
-    """What `UsbmuxProvider` calls, with the arguments it passes (agents/ios/provider.py)."""
+    """What `UsbmuxProvider` calls, with the arguments it passes
+    (agents/ondevice_farm_agents/ios/provider.py)."""
     anything = object()
     assert inspect.iscoroutinefunction(usbmux.list_devices)
     _binds(usbmux.list_devices, usbmux_address=None)

@@ -83,7 +83,9 @@ def test_the_job_document_says_how_each_figure_was_obtained(ios_run: tuple[dict[
     assert "estimated_cost" in provenance["formulas"]["op_times"]
     assert {op["time_source"] for op in job["ops"]} == {"estimated"}
     assert {op["placement_source"] for op in job["ops"]} == {"planned"}
-    schema = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+    schema = json.loads(
+        (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+    )
     jsonschema.Draft202012Validator(schema).validate(document)
     bad = {**job, "ops": [{**job["ops"][0], "time_source": "guessed"}]}
     with pytest.raises(jsonschema.ValidationError):

@@ -22,7 +22,8 @@ import pytest
 from ondevice_farm_agents.ios.contract import JOB_SCHEMA, RESULT_SCHEMA, contract_errors, schema
 
 CONTRACT_SWIFT = (
-    Path(__file__).resolve().parents[2] / "agents/ios/FarmRunner/Sources/FarmRunnerCore/Contract.swift"
+    Path(__file__).resolve().parents[2]
+    / "agents/ondevice_farm_agents/ios/FarmRunner/Sources/FarmRunnerCore/Contract.swift"
 )
 #: Swift type -> (schema file, JSON pointer of the object it decodes)
 LOCATIONS: dict[str, tuple[str, str]] = {

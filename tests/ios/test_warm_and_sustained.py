@@ -34,7 +34,7 @@ from ondevice_farm_agents.ios.sustained import sustained_trace
 from .conftest import MakeAgent, MakePhone, MakeRequest
 from .renamed_model import renamed_inputs, write_renamed_model
 
-RUN_SCHEMA = Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json"
+RUN_SCHEMA = Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json"
 ANE = Target.parse("coreml/ane")
 
 

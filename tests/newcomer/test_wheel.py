@@ -44,7 +44,7 @@ def test_wheel_carries_profiles_sources_and_schemas() -> None:
     profiles = {p.name for p in (ROOT / "device_profiles").glob("*.yaml")}
     assert {f"ondevice_farm/device_profiles/{name}" for name in profiles} <= names
     for runner in ("native", "native_generate"):
-        native = ROOT / "agents" / "android" / runner
+        native = ROOT / "agents" / "ondevice_farm_agents" / "android" / runner
         sources = {str(p.relative_to(native)) for p in native.rglob("*") if p.is_file()}
         assert "CMakeLists.txt" in sources
         assert {f"ondevice_farm_agents/android/{runner}/{name}" for name in sources} <= names

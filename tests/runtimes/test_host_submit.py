@@ -16,7 +16,9 @@ pytest.importorskip("torch", reason="PyTorch source tests need torch: pip instal
 from ..core.conftest import farm_process
 from ..torch_source.architectures import save_exported
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
 TARGETS = "ort/cpu,executorch/xnnpack,litert/xnnpack"
 
 

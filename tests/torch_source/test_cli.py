@@ -18,7 +18,9 @@ pytest.importorskip(
 from ..core.conftest import farm, farm_json, farm_process
 from .architectures import save_exported
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "farm/schema/run.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
+)
 
 
 def test_compile_a_checkpoint_for_coreml_builds_both_routes(tmp_path: Path) -> None:

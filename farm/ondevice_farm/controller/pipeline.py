@@ -1,0 +1,350 @@
+"""One submission end to end: ingest, compile, reference, schedule, run, analyse, store.
+
+Everything that can be wrong with the input is checked before the store is touched, so a
+bad command line leaves no trace; after that, each job lands in the store whole or as a
+failure carrying its error.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ondevice_farm.analysis.job import failed_document, job_document
+from ondevice_farm.artifacts import ArtifactStore, tree_size_bytes
+from ondevice_farm.compile import OrtCompileCache, compile_for_target
+from ondevice_farm.compile.report import CompiledArtifact
+from ondevice_farm.config import (
+    FarmHome,
+)
+from ondevice_farm.controller.client import FleetClient, fleet_client
+from ondevice_farm.controller.cluster import ClusterConfig
+from ondevice_farm.controller.fleet import JobEvent
+from ondevice_farm.controller.node_agent import default_platforms
+from ondevice_farm.controller.queue import JobSpec
+from ondevice_farm.controller.recording import RunRecorder, recorded_run
+from ondevice_farm.controller.results import run_store
+from ondevice_farm.controller.submission import (
+    Prepared,
+    SubmitRequest,
+    job_tolerance,
+    prepare,
+    run_document,
+    with_home_caches,
+)
+from ondevice_farm.errors import FarmError
+from ondevice_farm.gc.leases import LeaseBook
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.progress import Progress, SilentProgress
+from ondevice_farm.reference import reference_model_entry, reference_outputs
+from ondevice_farm.store import StoreLocation, new_run_id
+from ondevice_farm.targets import Target
+from ondevice_farm_agents.base import (
+    DEFAULT_JOB_TIMEOUT_S,
+    AgentSettings,
+    RunRequest,
+)
+
+if TYPE_CHECKING:
+    from ondevice_farm.torch_source.ingest import TorchSource
+
+
+def compile_all(
+    request: SubmitRequest, prepared: Prepared, home: FarmHome, progress: Progress
+) -> dict[Target, CompiledArtifact | FarmError]:
+    store = ArtifactStore(home.artifacts)
+    if prepared.generation is not None:  # an ONNX Runtime GenAI folder is its own artifact
+        from ondevice_farm.controller.generation import folder_artifact
+
+        size_mb = tree_size_bytes(prepared.info.path) / 1e6
+        progress.stage(f"storing the model folder {prepared.info.name} ({size_mb:.1f} MB)")
+        return {t: folder_artifact(prepared, t, store) for t in sorted({t for _, t in prepared.plan})}
+    # the source model too, under its own hash: `farm report` finds it there after the user's
+    # copy has moved, for op alignment and the pre-flight comparison
+    store.put(prepared.info.path, "model.onnx")
+    compiled: dict[Target, CompiledArtifact | FarmError] = {}
+    for target in sorted({t for _, t in prepared.plan}):
+        progress.stage(f"compiling for {target}")
+        try:
+            compiled[target] = compile_for_target(
+                prepared.info.path,
+                target,
+                store,
+                input_shapes=prepared.shapes,
+                coreml_precision=request.coreml_precision,
+                source=prepared.torch.checkpoint if prepared.torch is not None else None,
+                coreml_quantization=request.coreml_quantization,
+                cache=OrtCompileCache(home.compiled, prepared.info.sha256),
+            )
+        except FarmError as exc:
+            compiled[target] = exc
+    return compiled
+
+
+def run_request(request: SubmitRequest, prepared: Prepared, artifact: CompiledArtifact) -> RunRequest:
+    """What a unit is asked to do for one compiled artifact of a submission."""
+    return RunRequest(
+        artifact=artifact.path,
+        artifact_sha256=artifact.sha256,
+        target=artifact.target,
+        inputs=prepared.inputs,
+        warmup=request.warmup,
+        runs=request.runs,
+        repeats=request.repeats,
+        profile_ops=request.profile_ops,
+        intra_op_threads=request.intra_op_threads,
+        sustained_s=request.sustained_s,
+        sustained_window_s=request.sustained_window_s,
+        # the job's deadline grows with the sustained phase it asks for
+        timeout_s=DEFAULT_JOB_TIMEOUT_S + request.sustained_s,
+        io_names=artifact.io_names,
+        generation=prepared.generation,
+    )
+
+
+@dataclass
+class PlannedModel:
+    """One model's jobs, ready for the fleet: compiled, with its reference outputs."""
+
+    request: SubmitRequest
+    prepared: Prepared
+    reference: dict[str, np.ndarray]
+    specs: list[JobSpec] = field(default_factory=list)
+    #: job id -> (the job document's base fields, its compiled artifact)
+    bases: dict[str, tuple[dict[str, Any], CompiledArtifact]] = field(default_factory=dict)
+    #: jobs that failed before reaching a unit (their target did not compile)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def plan_model(
+    request: SubmitRequest,
+    prepared: Prepared,
+    run_id: str,
+    *,
+    home: FarmHome,
+    client: FleetClient,
+    progress: Progress,
+    expected_s: Callable[[dict[str, Any]], float | None] | None = None,
+) -> PlannedModel:
+    compiled = compile_all(request, prepared, home, progress)
+    if prepared.generation is not None:
+        from ondevice_farm.controller.generation import folder_reference
+
+        progress.stage(f"generating the host reference of {prepared.info.name} greedily on the CPU")
+        reference = folder_reference(prepared, home.references)
+    elif prepared.torch is not None:
+        # the checkpoint itself is the reference: the ONNX export's own error then shows in every job
+        progress.stage(f"computing the host reference of {prepared.info.name} with PyTorch eager")
+        reference = prepared.torch.eager
+    else:
+        source = prepared.reference_source
+        progress.stage(f"computing the host reference of {prepared.info.name} with {source.path.name}")
+        computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
+        # a --reference model may give more outputs than the model: only the model's are compared
+        reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
+    planned = PlannedModel(request, prepared, reference)
+    shipped: dict[str, Any] = {}
+    for selector, target in prepared.plan:
+        job_id = f"{run_id}-{secrets.token_hex(3)}"
+        base: dict[str, Any] = {
+            "job_id": job_id,
+            "run_id": run_id,
+            "model": {"name": prepared.info.name, "sha256": prepared.info.sha256},
+            "device": selector.profile,
+            "unit": selector.serial,
+            "target": target.name,
+            "requested": str(selector),
+        }
+        artifact = compiled[target]
+        if isinstance(artifact, FarmError):
+            planned.failed.append(
+                failed_document({**base, "finished_at": time.time()}, str(artifact), type(artifact).__name__)
+            )
+            continue
+        if artifact.sha256 not in shipped:
+            if artifact.path.is_dir() and not client.embedded:  # a folder may be gigabytes: say so
+                size_mb = tree_size_bytes(artifact.path) / 1e6
+                progress.stage(f"shipping {artifact.path.name} ({size_mb:.1f} MB) to the object store")
+            shipped[artifact.sha256] = client.ship(artifact.path, artifact.sha256)
+        planned.bases[job_id] = (base, artifact)
+        planned.specs.append(
+            JobSpec(
+                job_id=job_id,
+                selector=selector,
+                request=run_request(request, prepared, artifact),
+                artifact_blob=shipped[artifact.sha256],
+                expected_s=expected_s(base) if expected_s is not None else None,
+                max_attempts=request.max_attempts,
+                placement_deadline_s=request.placement_deadline_s,
+            )
+        )
+    return planned
+
+
+def _event_document(
+    event: JobEvent, base: dict[str, Any], artifact: CompiledArtifact, planned: PlannedModel
+) -> dict[str, Any]:
+    timing: dict[str, Any] = {
+        "queued_at": event.queued_at,
+        "started_at": event.started_at,
+        "finished_at": event.finished_at,
+        "attempts": event.attempts,
+    }
+    if event.started_at is not None and event.finished_at is not None:
+        timing["duration_s"] = event.finished_at - event.started_at
+    if event.unit is not None:
+        timing["unit"] = event.unit
+    merged = {**base, **timing}
+    if event.kind != "done" or event.run is None:
+        error = event.error or FarmError(event.message or "the job failed")
+        return failed_document(merged, str(error), type(error).__name__)
+    prepared = planned.prepared
+    return job_document(
+        base=merged,
+        target=artifact.target,
+        artifact=artifact,
+        run=event.run,
+        reference=planned.reference,
+        tolerance=job_tolerance(planned.request, artifact),
+        reference_model=(
+            prepared.torch.reference_entry()
+            if prepared.torch is not None
+            else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
+        ),
+    )
+
+
+def run_planned(
+    planned: list[PlannedModel], client: FleetClient, recorder: RunRecorder, progress: Progress
+) -> None:
+    """Hand every job to the fleet as one submission; store each job as soon as it is complete."""
+    early = [doc for p in planned for doc in p.failed]
+    owners = {spec.job_id: p for p in planned for spec in p.specs}
+    progress.jobs_started(len(owners) + len(early))
+    for doc in early:
+        recorder.add_job(doc)
+        progress.job_finished(doc)
+
+    def on_event(event: JobEvent) -> None:
+        if event.kind in ("waiting", "retrying"):
+            base = owners[event.job_id].bases[event.job_id][0]
+            progress.stage(f"{base['requested']} {base['target']}: {event.message}")
+
+    for event in client.run([s for p in planned for s in p.specs], on_event, run_id=recorder.run_id):
+        owner = owners[event.job_id]
+        base, artifact = owner.bases[event.job_id]
+        doc = _event_document(event, base, artifact, owner)
+        recorder.add_job(doc)
+        progress.job_finished(doc)
+
+
+def planned_artifacts(planned: list[PlannedModel]) -> set[str]:
+    """The sha256 of every artifact the planned jobs use: source models and compiled artifacts."""
+    compiled = {artifact.sha256 for p in planned for _, artifact in p.bases.values()}
+    return {p.prepared.info.sha256 for p in planned} | compiled
+
+
+def check_requests(
+    requests: list[SubmitRequest], profiles: dict[str, DeviceProfile], settings: AgentSettings
+) -> tuple[list[Prepared | None], tuple[str, ...]]:
+    """Each request checked before any cluster starts (None for all of them when one asks for
+    `--devices all`, which needs the attached units first), and the platforms an embedded fleet
+    must discover on this host."""
+    if any(r.devices.strip() == "all" for r in requests):
+        return [None] * len(requests), default_platforms(simulated="simulated_units" in settings.extra)
+    checked = [prepare(r, profiles) for r in requests]
+    platforms = {profiles[s.profile].platform for c in checked for s in c.selectors}
+    return list(checked), tuple(sorted(platforms))
+
+
+def prepare_on(
+    client: FleetClient,
+    requests: list[SubmitRequest],
+    checked: list[Prepared | None],
+    profiles: dict[str, DeviceProfile],
+) -> list[Prepared]:
+    """The requests `check_requests` could not check alone, checked against the units attached;
+    embedded, a selector with no unit attached is an error now (none will appear later)."""
+    attached = client.attached_profiles() if None in checked else None
+    prepared = [c or prepare(r, profiles, attached=attached) for r, c in zip(requests, checked, strict=True)]
+    if client.embedded:
+        for p in prepared:
+            client.check_attached(p.selectors)
+    return prepared
+
+
+def submit(
+    request: SubmitRequest,
+    *,
+    home: FarmHome,
+    profiles: dict[str, DeviceProfile],
+    settings: AgentSettings,
+    cluster: ClusterConfig,
+    progress: Progress | None = None,
+    store: StoreLocation | None = None,
+) -> dict[str, Any]:
+    """Embedded, the results go to `store` (default: the farm directory's); with an address, to
+    the controller's store, which `farm serve` named."""
+    progress = progress or SilentProgress()
+    request = with_home_caches(request, home)
+    checked, platforms = check_requests([request], profiles, settings)
+    progress.stage("finding devices")
+    with fleet_client(cluster, settings, profiles, platforms) as client:
+        return submit_on(
+            client, request, checked[0], home=home, profiles=profiles, progress=progress, store=store
+        )
+
+
+def submit_on(
+    client: FleetClient,
+    request: SubmitRequest,
+    checked: Prepared | None,
+    *,
+    home: FarmHome,
+    profiles: dict[str, DeviceProfile],
+    progress: Progress,
+    store: StoreLocation | None = None,
+) -> dict[str, Any]:
+    """One submission on a fleet already reached: `submit`'s, or `farm serve`'s own for a
+    submission that came over its HTTP API (`checked`: `check_requests`' result, if run)."""
+    [prepared] = prepare_on(client, [request], [checked], profiles)
+    home.ensure()
+    run_id = new_run_id()
+    document = run_document(run_id, request, prepared)
+    # `farm gc` leaves what the run uses alone until its jobs are stored (farm/ondevice_farm/gc/leases.py)
+    with LeaseBook(home.root).lease() as lease:
+        with lease.placing():
+            planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
+            lease.hold_artifacts(home.artifacts, planned_artifacts([planned]))
+        if prepared.torch is not None:
+            progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
+            document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
+        with (
+            run_store(client.embedded, client.fleet, store or home.store_path) as results,
+            recorded_run(results, run_id, "submit", document) as rec,
+        ):
+            run_planned([planned], client, rec, progress)
+    document.update(status=rec.status, jobs=rec.jobs)
+    return document
+
+
+def _source_study(source: TorchSource, home: FarmHome, precision: str) -> dict[str, Any]:
+    """The ONNX export against eager (measured) and both CoreML routes (predicted), for the report."""
+    from ondevice_farm.torch_source.routes import export_check, route_study
+
+    onnx_outputs = reference_outputs(source.info.path, source.info.sha256, source.inputs, home.references)
+    study: dict[str, Any] = {"export_check": export_check(source, onnx_outputs)}
+    try:
+        study["routes"] = route_study(source, precision)
+    except FarmError as exc:  # the ONNX route cannot lower the export
+        study["routes"] = {"error": exc.message}
+    except ImportError as exc:  # no coremltools: the ORT targets run all the same
+        study["routes"] = {
+            "error": f"CoreML routes need coremltools ({exc}); pip install 'ondevice-farm[coreml]'"
+        }
+    return study

@@ -1,0 +1,185 @@
+"""`farm nightly SUITE`: run every model of the suite as one run, then compare with the baseline.
+
+Each job's baseline is the last run of the suite in which that job succeeded (or the run asked
+for), chosen before this run starts, with the job's earlier successes as its history. A job whose
+artifact changed since then also runs its last good artifact beside it (farm/ondevice_farm/nightly/paired.py).
+The baselines' durations also order this run's queue longest first.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.config import FarmHome
+from ondevice_farm.controller.client import fleet_client
+from ondevice_farm.controller.cluster import ClusterConfig
+from ondevice_farm.controller.pipeline import (
+    check_requests,
+    plan_model,
+    planned_artifacts,
+    prepare_on,
+    run_planned,
+)
+from ondevice_farm.controller.recording import recorded_run
+from ondevice_farm.controller.results import RunStore, run_store
+from ondevice_farm.controller.submission import (
+    SubmitRequest,
+    run_document,
+    with_home_caches,
+)
+from ondevice_farm.gc.leases import LeaseBook
+from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
+from ondevice_farm.nightly.paired import attach_baselines
+from ondevice_farm.nightly.suite import Suite
+from ondevice_farm.profiles import DeviceProfile
+from ondevice_farm.progress import Progress, SilentProgress
+from ondevice_farm.store import StoreLocation, new_run_id
+from ondevice_farm_agents.base import AgentSettings
+
+
+@dataclass
+class NightlyResult:
+    run: dict[str, Any]
+    comparison: Comparison
+
+
+def requests_for(suite: Suite) -> list[SubmitRequest]:
+    return [
+        SubmitRequest(
+            model_path=m.path,
+            devices=",".join(m.devices),
+            targets=None if m.targets is None else list(m.targets),
+            runs=m.runs,
+            warmup=m.warmup,
+            sustained_s=m.sustained_s,
+            repeats=m.repeats,
+            shapes=dict(m.shapes),
+            tolerance=m.tolerance or None,
+            reference_model=m.reference,
+            max_attempts=suite.attempts,
+            placement_deadline_s=suite.placement_deadline_s,
+            generate=m.generate,
+        )
+        for m in suite.models
+    ]
+
+
+#: a job's earlier successful runs used as its history (the run-to-run drift of the series)
+HISTORY_RUNS = 10
+#: the suite's most recent finished runs read to find them: a few more than the history, so a job
+#: that failed on some nights still has most of its history (each run's documents are read whole)
+RUNS_READ = HISTORY_RUNS + 5
+#: run states whose jobs count as history: finished, whatever some of their jobs did
+FINISHED = ("complete", "partial", "failed")
+
+
+@dataclass
+class History:
+    """What this run is compared with: per job its earlier successful runs (its baseline last),
+    the suite's last finished run, and the baseline run asked for, if any."""
+
+    series: dict[Key, Series]
+    previous: list[dict[str, Any]]
+    pinned_run: str | None = None
+    pinned_jobs: list[dict[str, Any]] | None = None
+
+
+def load_history(store: RunStore, suite: str, wanted: str | None) -> History:
+    """A failed job does not make its run unusable: each job's baseline is the last run in which
+    it succeeded. With `wanted`, every job is compared with that run (its history: older runs)."""
+    finished = [
+        r.run_id for r in store.runs(limit=RUNS_READ, kind="nightly", suite=suite) if r.status in FINISHED
+    ]
+    pinned_run = store.resolve_run_id(wanted) if wanted is not None else None
+    if pinned_run is not None:
+        finished = finished[finished.index(pinned_run) + 1 :] if pinned_run in finished else finished
+    jobs = {run_id: store.jobs(run_id) for run_id in finished}
+    series: dict[Key, Series] = {}
+    for run_id in reversed(finished):  # oldest first
+        for job in jobs[run_id]:
+            if job["status"] == "ok":
+                series.setdefault(job_key(job), []).append((run_id, job))
+    series = {key: runs[-HISTORY_RUNS:] for key, runs in series.items()}
+    previous = jobs[finished[0]] if finished else []
+    pinned_jobs = store.jobs(pinned_run) if pinned_run is not None else None
+    return History(series, previous if pinned_run is None else pinned_jobs or [], pinned_run, pinned_jobs)
+
+
+def run_nightly(
+    suite: Suite,
+    *,
+    home: FarmHome,
+    profiles: dict[str, DeviceProfile],
+    settings: AgentSettings,
+    cluster: ClusterConfig,
+    baseline: str | None = None,
+    progress: Progress | None = None,
+    store_location: StoreLocation | None = None,
+) -> NightlyResult:
+    progress = progress or SilentProgress()
+    requests = [with_home_caches(r, home) for r in requests_for(suite)]
+    checked, platforms = check_requests(requests, profiles, settings)
+    with fleet_client(cluster, settings, profiles, platforms) as client:
+        prepared = prepare_on(client, requests, checked, profiles)
+        home.ensure()
+        run_id = new_run_id()
+        with (
+            ExitStack() as stack,
+            run_store(client.embedded, client.fleet, store_location or home.store_path) as store,
+        ):
+            history = load_history(store, suite.name, baseline)
+            durations = {
+                key: runs[-1][1]["duration_s"]
+                for key, runs in history.series.items()
+                if runs[-1][1].get("duration_s")
+            }
+
+            def expected(base: dict[str, Any]) -> float | None:
+                return durations.get(job_key(base))
+
+            # `farm gc` leaves tonight's artifacts and the baselines' alone until the jobs are stored
+            lease = stack.enter_context(LeaseBook(home.root).lease())
+            with lease.placing():
+                planned = [
+                    plan_model(r, p, run_id, home=home, client=client, progress=progress, expected_s=expected)
+                    for r, p in zip(requests, prepared, strict=True)
+                ]
+                paired = attach_baselines(
+                    planned, history.series, ArtifactStore(home.artifacts), client, suite.policy
+                )
+                baselines = {
+                    s.request.paired.baseline.artifact_sha256
+                    for p in planned
+                    for s in p.specs
+                    if s.request.paired
+                }
+                lease.hold_artifacts(home.artifacts, planned_artifacts(planned) | baselines)
+            if paired:
+                progress.stage(f"{paired} changed job(s) run beside their last good artifact, interleaved")
+            document = {
+                "run_id": run_id,
+                "kind": "nightly",
+                "suite": suite.name,
+                "suite_path": str(suite.source) if suite.source else None,
+                "baseline_run": history.pinned_run
+                or (history.previous[0]["run_id"] if history.previous else None),
+                "models": [
+                    run_document(run_id, r, p)["model"] for r, p in zip(requests, prepared, strict=True)
+                ],
+                "settings": {"attempts": suite.attempts, "placement_deadline_s": suite.placement_deadline_s},
+            }
+            with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
+                run_planned(planned, client, recorder, progress)
+    document.update(status=recorder.status, jobs=recorder.jobs)
+    comparison = compare_runs(
+        recorder.jobs,
+        history.series,
+        suite.policy,
+        previous=history.previous,
+        pinned_run=history.pinned_run,
+        pinned_jobs=history.pinned_jobs,
+    )
+    return NightlyResult(run=document, comparison=comparison)
