@@ -15,7 +15,6 @@ stdout: a JSON object {samples_ms: [...], load_ms}.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import time
@@ -61,16 +60,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    from ondevice_farm_agents.host.session import die_with_parent
+    from ondevice_farm_agents.host.session import serve_one
 
-    die_with_parent(int(sys.argv[1]))
-    try:
-        result = measure(json.loads(sys.stdin.read()))
-    except Exception as exc:  # the parent turns one line of it into a DeviceError
-        sys.stderr.write(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
-        return 1
-    sys.stdout.write(json.dumps(result) + "\n")
-    return 0
+    return serve_one(measure)
 
 
 if __name__ == "__main__":

@@ -201,17 +201,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    if len(sys.argv) > 1:  # the agent's pid: this session dies with it, however it dies
-        from ondevice_farm_agents.host.session import die_with_parent
+    from ondevice_farm_agents.host.session import serve_one
 
-        die_with_parent(int(sys.argv[1]))
-    try:
-        result = measure(json.loads(sys.stdin.read()))
-    except Exception as exc:  # the parent turns one line of it into a DeviceError
-        sys.stderr.write(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\n")
-        return 1
-    sys.stdout.write(json.dumps(result) + "\n")
-    return 0
+    return serve_one(measure)
 
 
 if __name__ == "__main__":

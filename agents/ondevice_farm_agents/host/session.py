@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 NS_PER_MS = 1e6
@@ -93,7 +94,10 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     return {"samples_ms": samples, "load_ms": load_ns / NS_PER_MS}
 
 
-def main() -> int:
+def serve_one(measure: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """A session process's life: die with the agent (its pid in argv[1]), read the job's JSON on
+    stdin, write `measure`'s result on stdout, or one line of its error on stderr and exit 1.
+    The host's other session kinds (ExecuTorch/LiteRT, generation) run the same way."""
     if len(sys.argv) > 1:
         die_with_parent(int(sys.argv[1]))
     try:
@@ -103,6 +107,10 @@ def main() -> int:
         return 1
     sys.stdout.write(json.dumps(result) + "\n")
     return 0
+
+
+def main() -> int:
+    return serve_one(measure)
 
 
 if __name__ == "__main__":
