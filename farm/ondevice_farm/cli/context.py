@@ -65,6 +65,7 @@ class CliState:
             adb_tcp_addresses=tuple(adb) + env_adb,
             adb_usb=os.environ.get("FARM_ADB_USB", "") == "1",
             adb_key_path=Path(key) if key else None,
+            session_omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
             extra=extra,
         )
 
