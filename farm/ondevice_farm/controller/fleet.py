@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -177,9 +178,10 @@ class FleetActorImpl:
         self.schedule.enqueue(submission, specs)
         self._kick()
 
+    @functools.cached_property
     def _own_handle(self) -> Any:
         """This fleet as a Ray actor handle, for a DeviceActor to report progress to (None when
-        the fleet runs outside an actor, as some tests run it)."""
+        the fleet runs outside an actor, as some tests run it); looked up once, not per job."""
         import ray
 
         try:
@@ -342,7 +344,7 @@ class FleetActorImpl:
                 job.spec.artifact_blob,
                 job.spec.job_id,
                 job.spec.baseline_blob,
-                self._own_handle(),
+                self._own_handle,
             )
             self._send_s.append(time.perf_counter() - began)
             freed = self._freed_at.pop(slot.key, None)

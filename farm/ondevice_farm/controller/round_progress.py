@@ -13,6 +13,8 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+from ondevice_farm.analysis.paired import log_ratios
+
 #: the least time between two progress lines of one job
 DEFAULT_PROGRESS_EVERY_S = 10.0
 
@@ -34,9 +36,9 @@ class RoundReporter:
         if self._last is not None and now - self._last < self._every_s:
             return
         self._last = now
-        logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
-        if not logs:
+        if not pairs:
             return
+        logs = log_ratios(pairs)
         ratio = math.exp(sum(logs) / len(logs))
         # progress must never cost a job its result: a fleet that cannot take it is ignored
         with contextlib.suppress(Exception):
