@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ondevice_farm.errors import DeviceError
+from ondevice_farm.onnx_external import external_files
 
 CHUNK_BYTES = 1 << 20
 
@@ -35,8 +36,29 @@ def sha256_tree(path: Path) -> str:
     return digest.hexdigest()
 
 
+def sha256_with_external(model_path: Path, files: tuple[str, ...]) -> str:
+    """The identity of an ONNX model with external data (`onnx_external`): its own bytes' hash and
+    each file's name and hash, so new weights in a `.data` file are a new model to every cache."""
+    digest = hashlib.sha256(f"onnx+external\0{sha256_file(model_path)}\0".encode())
+    for name in files:
+        digest.update(f"{name}\0{sha256_file(model_path.parent / name)}\0".encode())
+    return digest.hexdigest()
+
+
 def sha256_path(path: Path) -> str:
-    return sha256_tree(path) if path.is_dir() else sha256_file(path)
+    """A directory's tree hash; an ONNX model's with its external data files; else the file's."""
+    if path.is_dir():
+        return sha256_tree(path)
+    files = external_files(path)
+    return sha256_with_external(path, files) if files else sha256_file(path)
+
+
+def _copy_with_external(source: Path, target: Path) -> None:
+    """`source` to `target`, its external data files (if any) to the same places beside it."""
+    shutil.copy2(source, target)
+    for name in external_files(source):
+        (target.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source.parent / name, target.parent / name)
 
 
 class ArtifactStore:
@@ -61,7 +83,7 @@ class ArtifactStore:
             if source.is_dir():
                 shutil.copytree(source, staged)
             else:
-                shutil.copy2(source, staged)
+                _copy_with_external(source, staged)
             try:
                 if target.parent.exists():  # same content stored under another name
                     os.rename(staged, target)
@@ -82,12 +104,14 @@ _DAMAGED_HINT = "the artifact was damaged on the way; resubmit (the agent host k
 @dataclass(frozen=True)
 class ShippedArtifact:
     """An artifact's bytes for a node without the submitter's files: a file as it is, a directory
-    (an `.mlpackage`) as one uncompressed tar of its tree."""
+    (an `.mlpackage`) as one uncompressed tar of its tree, an ONNX model with external data as one
+    tar of the model (under `name`) and its data files (`with_external`)."""
 
     name: str
     sha256: str
     is_tree: bool
     data: bytes
+    with_external: bool = False
 
     @property
     def size_bytes(self) -> int:
@@ -95,9 +119,10 @@ class ShippedArtifact:
 
 
 def tree_size_bytes(path: Path) -> int:
+    """A directory's files, or a file and its external data files, in bytes."""
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-    return path.stat().st_size
+    return path.stat().st_size + sum((path.parent / n).stat().st_size for n in external_files(path))
 
 
 def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -109,10 +134,22 @@ def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
 
 def write_tree_tar(path: Path, out: BinaryIO) -> None:
     """The directory `path` as one uncompressed tar of its files, the same bytes on every host."""
+    # directories come with their files; links are not artifacts
+    files = [f.relative_to(path).as_posix() for f in sorted(path.rglob("*")) if f.is_file()]
+    _write_tar(path, files, out)
+
+
+def write_model_tar(model: Path, out: BinaryIO) -> None:
+    """An ONNX model and its external data files as one tar: the model under its own name, each
+    data file at the location the model names, so unpacked they load as they did here."""
+    names = [model.name, *(n for n in external_files(model) if n != model.name)]
+    _write_tar(model.parent, names, out)
+
+
+def _write_tar(root: Path, names: list[str], out: BinaryIO) -> None:
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for file in sorted(path.rglob("*")):
-            if file.is_file():  # directories come with their files; links are not artifacts
-                archive.add(file, arcname=file.relative_to(path).as_posix(), recursive=False, filter=_plain)
+        for name in names:
+            archive.add(root / name, arcname=name, recursive=False, filter=_plain)
 
 
 def extract_tree_tar(source: BinaryIO, target: Path) -> None:
@@ -124,11 +161,14 @@ def extract_tree_tar(source: BinaryIO, target: Path) -> None:
 
 def pack_artifact(path: Path, sha256: str) -> ShippedArtifact:
     """`path` (a file or a directory) as one `ShippedArtifact`; `sha256` is its `sha256_path`."""
-    if not path.is_dir():
-        return ShippedArtifact(path.name, sha256, False, path.read_bytes())
     buffer = io.BytesIO()
-    write_tree_tar(path, buffer)
-    return ShippedArtifact(path.name, sha256, True, buffer.getvalue())
+    if path.is_dir():
+        write_tree_tar(path, buffer)
+        return ShippedArtifact(path.name, sha256, True, buffer.getvalue())
+    if not external_files(path):
+        return ShippedArtifact(path.name, sha256, False, path.read_bytes())
+    write_model_tar(path, buffer)
+    return ShippedArtifact(path.name, sha256, True, buffer.getvalue(), with_external=True)
 
 
 def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
@@ -143,9 +183,11 @@ def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".arriving-", dir=target.parent))
     try:
-        staged = staging / shipped.name
+        # a model with external data unpacks beside its files; anything else under its own name
+        staged_root = staging / "model" if shipped.with_external else staging
+        staged = staged_root / shipped.name
         if shipped.is_tree:
-            extract_tree_tar(io.BytesIO(shipped.data), staged)
+            extract_tree_tar(io.BytesIO(shipped.data), staged_root if shipped.with_external else staged)
         else:
             staged.write_bytes(shipped.data)
         arrived = sha256_path(staged)
@@ -154,11 +196,20 @@ def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
                 f"shipped artifact {shipped.name} arrived as {arrived[:12]}, expected {shipped.sha256[:12]}",
                 hint=_DAMAGED_HINT,
             )
-        try:
-            os.rename(staged, target)
-        except OSError:
-            if not target.exists():  # an equal artifact unpacked by another job won the race
-                raise
+        if shipped.with_external:
+            # the data files first: whoever sees the model in place finds its weights there too
+            for name in external_files(staged):
+                _move_into_place(staged_root / name, target.parent / name)
+        _move_into_place(staged, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _move_into_place(staged: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staged, target)
+    except OSError:
+        if not target.exists():  # an equal artifact unpacked by another job won the race
+            raise

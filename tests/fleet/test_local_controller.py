@@ -115,3 +115,20 @@ def test_a_stale_record_is_ignored_in_one_line(served: Served, tiny_model: Path,
     said = [line for line in done.stderr.splitlines() if "ignoring the stale" in line]
     assert len(said) == 1 and "process is gone" in said[0]
     assert json.loads(done.stdout)["run_id"] in stored_runs(farm_home)
+
+
+def test_a_model_with_external_data_goes_with_its_data(served: Served, tmp_path: Path) -> None:
+    """One tar of the model and its data files over the API; the controller's job loads it and
+    matches the reference, under the same identity the submitter computes."""
+    from ondevice_farm.artifacts import sha256_path
+    from tests.core.test_external_data import matmul_model
+
+    model = matmul_model(tmp_path / "exported")
+    done, _ = plain_submit(served.home, served.farm_home, model)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "mm.onnx and its external data (as one tar)" in done.stderr
+    document = json.loads(done.stdout)
+    assert document["model"]["sha256"] == sha256_path(model)
+    [job] = document["jobs"]
+    assert job["status"] == "ok", job
+    assert job["reference"]["status"] == "passed", job["reference"]

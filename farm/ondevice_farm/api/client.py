@@ -28,8 +28,9 @@ from ondevice_farm.api.wire import (
     SubmitOptions,
     error_from_event,
 )
-from ondevice_farm.artifacts import CHUNK_BYTES, sha256_file, write_tree_tar
+from ondevice_farm.artifacts import CHUNK_BYTES, sha256_file, write_model_tar, write_tree_tar
 from ondevice_farm.errors import ModelError, SchedulingError, UsageError
+from ondevice_farm.onnx_external import external_files
 from ondevice_farm.progress import Progress
 
 #: connecting and each upload or answer: generous for a model of gigabytes on a slow link
@@ -109,30 +110,40 @@ def api_request(
 
 def _upload(target: ApiTarget, path: Path, progress: Progress) -> FileRef:
     """The file on the controller under its hash; sent only if the controller lacks it. A directory
-    goes as one tar of its tree, written to a temporary file first (never held in memory)."""
-    if not path.is_dir():
+    goes as one tar of its tree, and an ONNX model with external data as one tar of the model and
+    its data files, written to a temporary file first (never held in memory)."""
+    external = not path.is_dir() and bool(external_files(path))
+    if not path.is_dir() and not external:
         with path.open("rb") as body:
             return _upload_body(
                 target, FileRef(path.name, sha256_file(path)), body, path.stat().st_size, progress
             )
     with tempfile.TemporaryFile() as archive:
-        write_tree_tar(path, archive)
+        if external:
+            write_model_tar(path, archive)
+        else:
+            write_tree_tar(path, archive)
         size = archive.tell()
         archive.seek(0)
         digest = hashlib.sha256()
         while chunk := archive.read(CHUNK_BYTES):
             digest.update(chunk)
         archive.seek(0)
-        return _upload_body(
-            target, FileRef(path.name, digest.hexdigest(), tree=True), archive, size, progress
-        )
+        ref = FileRef(path.name, digest.hexdigest(), tree=not external, external_data=external)
+        return _upload_body(target, ref, archive, size, progress)
 
 
 def _upload_body(target: ApiTarget, ref: FileRef, body: BinaryIO, size: int, progress: Progress) -> FileRef:
     with api_request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
         if found.status == 200:
             return ref
-    shown = f"{ref.name}/ (a folder, as one tar)" if ref.tree else ref.name
+    shown = (
+        f"{ref.name}/ (a folder, as one tar)"
+        if ref.tree
+        else f"{ref.name} and its external data (as one tar)"
+        if ref.external_data
+        else ref.name
+    )
     progress.stage(f"uploading {shown} ({size / 1e6:.1f} MB) to the controller")
     with api_request(target, "PUT", BLOBS_PATH + ref.sha256, body, {"Content-Length": str(size)}) as put:
         answer = put.read()

@@ -114,6 +114,8 @@ class SubmissionService:
         from ondevice_farm.controller.submission import with_home_caches
 
         def local(ref: Any) -> Any:
+            if ref is not None and ref.external_data:  # the model beside its data files
+                return self.blobs.path(ref.sha256, f"{ref.name}.with-data", tree=True) / ref.name
             return None if ref is None else self.blobs.path(ref.sha256, ref.name, tree=ref.tree)
 
         request = body.options.request(local(body.model), local(body.inputs_npz), local(body.reference_model))

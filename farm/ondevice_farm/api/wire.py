@@ -67,14 +67,18 @@ class FileRef:
     """A file the submission names, uploaded under its sha256; `name` keeps what the user called it
     (a model's name is its file's stem, a checkpoint is told by its suffix). `tree`: a directory (an
     ONNX Runtime GenAI folder, an .mlpackage), uploaded as one tar (`write_tree_tar`) whose bytes
-    `sha256` is of, unpacked on the controller under `name`."""
+    `sha256` is of, unpacked on the controller under `name`. `external_data`: an ONNX model and its
+    external data files, one tar (`write_model_tar`) unpacked into a folder of their own, the
+    model `name` in it."""
 
     name: str
     sha256: str
     tree: bool = False
+    external_data: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "sha256": self.sha256, **({"tree": True} if self.tree else {})}
+        flags = {"tree": self.tree, "external_data": self.external_data}
+        return {"name": self.name, "sha256": self.sha256, **{k: True for k, v in flags.items() if v}}
 
     @classmethod
     def from_json(cls, value: Any) -> FileRef:
@@ -89,7 +93,7 @@ class FileRef:
             or not all(c in "0123456789abcdef" for c in digest)
         ):
             raise UsageError(f"{name}: not a sha256: {digest!r}")
-        return cls(name, digest, value.get("tree") is True)
+        return cls(name, digest, value.get("tree") is True, value.get("external_data") is True)
 
 
 @dataclass(frozen=True)

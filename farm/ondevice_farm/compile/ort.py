@@ -18,18 +18,25 @@ from pathlib import Path
 
 import onnx
 
-from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.artifacts import ArtifactStore, tree_size_bytes
 from ondevice_farm.compile.placement import Placement, placement_from_assignment
 from ondevice_farm.compile.precision import ort_op_precision, source_op_precision
 from ondevice_farm.compile.report import CompiledArtifact, CompileReport, op_count_changes
 from ondevice_farm.errors import CompileError
+from ondevice_farm.onnx_external import external_files
 from ondevice_farm.targets import Target
 
 SHIPPED_LEVEL = {"cpu": "extended", "cuda": "extended"}
 QUIET_LOG_SEVERITY = 3
 
 
-def _session_options(level: str, optimized_path: Path | None, record_assignment: bool) -> object:
+#: beside a shipped model whose source kept its weights in external data files
+SHIPPED_EXTERNAL_DATA = "model.onnx.data"
+
+
+def _session_options(
+    level: str, optimized_path: Path | None, record_assignment: bool, external_data: bool = False
+) -> object:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -41,6 +48,12 @@ def _session_options(level: str, optimized_path: Path | None, record_assignment:
     options.log_severity_level = QUIET_LOG_SEVERITY
     if optimized_path is not None:
         options.optimized_model_filepath = str(optimized_path)
+        if external_data:
+            # Left to itself ORT points the optimised model at the source's data files, which do
+            # not travel with it: its weights go to one file of its own beside it instead.
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name", SHIPPED_EXTERNAL_DATA
+            )
     if record_assignment:
         options.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
     return options
@@ -57,7 +70,7 @@ def _optimise(
 ) -> tuple[Placement | None, str]:
     import onnxruntime as ort
 
-    options = _session_options(level, out, record_assignment)
+    options = _session_options(level, out, record_assignment, external_data=bool(external_files(model_path)))
     try:
         session = ort.InferenceSession(str(model_path), options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
@@ -126,7 +139,7 @@ def compile_ort(model_path: Path, target: Target, store: ArtifactStore) -> Compi
         op_precision=op_precision,
         source_op_precision=source_op_precision(source),
         notes=notes,
-        extra={"artifact_bytes": path.stat().st_size},
+        extra={"artifact_bytes": tree_size_bytes(path)},
     )
     if placement is not None:
         report.placement = placement.counts()

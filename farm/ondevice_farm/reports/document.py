@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ondevice_farm.analysis.divergence import DivergenceCurve
+from ondevice_farm.errors import FarmError
 from ondevice_farm.reports.alignment import Alignment, SourceNode, align, source_nodes
 from ondevice_farm.reports.compare import Column, Comparison, compare, fusion_differences
 from ondevice_farm.reports.findings import Finding, find
@@ -117,14 +118,12 @@ def locate_model(
     """The source model of a run: the path given, else the one the run recorded if it still holds
     the same content, else a copy under its sha256 in the artifact store (the alignment needs the
     source graph)."""
-    from ondevice_farm.artifacts import sha256_file
-
     if model_path is not None and model_path.is_file():
         return model_path
     model = run.get("model") or {}
     expected = str(model.get("sha256") or "")
     recorded = model.get("path")
-    if recorded and expected and Path(recorded).is_file() and sha256_file(Path(recorded)) == expected:
+    if recorded and expected and Path(recorded).is_file() and _holds(Path(recorded), expected):
         return Path(recorded)
     if artifacts_root is not None and expected:
         stored = sorted((artifacts_root / expected[:2] / expected).glob("*.onnx"))
@@ -234,3 +233,13 @@ def drift_start(curves: list[DivergenceCurve]) -> list[Finding]:
             Finding("drift_start", 0.6, text, {"label": curve.label, **curve.to_dict()["first_divergent"]})
         )
     return found
+
+
+def _holds(path: Path, sha256: str) -> bool:
+    """Whether `path` is still the model hashed `sha256` (its external data files included)."""
+    from ondevice_farm.artifacts import sha256_path
+
+    try:
+        return sha256_path(path) == sha256
+    except FarmError:  # an external data file gone since: not the same model any more
+        return False
