@@ -68,3 +68,9 @@ def test_the_example_suite_runs_embedded_and_names_its_baseline(tmp_path: Path) 
 
     bad = farm(tmp_path / "home", "nightly", str(suite), "--baseline", "no-such-run")
     assert bad.returncode == 2 and "no run 'no-such-run'" in bad.stderr
+
+    # `farm report` of a nightly run names the suite and its models, not a model it does not have
+    report = farm(tmp_path / "home", "report", third["run_id"], "--html", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    html = (tmp_path / "report.html").read_text()
+    assert f"<title>farm report: nightly example-nightly, 1 model(s): tinynet (run {third['run_id']})" in html

@@ -32,12 +32,22 @@ document.querySelectorAll('th[data-sort]').forEach(function (th) {
 """
 
 
+def _subject(run: dict[str, Any], model: dict[str, Any]) -> str:
+    """What the run measured: its model, or for a nightly run its suite and the suite's models."""
+    if run.get("kind") != "nightly":
+        return str(model.get("name", "?"))
+    names = sorted({str(m.get("name", "?")) for m in run.get("models") or []})
+    return f"nightly {run.get('suite', '?')}, {len(names)} model(s): {', '.join(names)}"
+
+
 def render_report(report: Report) -> str:
     run = report.comparison.run
     model = report.comparison.model
     against = report.comparison.against
-    title = f"farm report: {model.get('name', '?')} (run {run.get('run_id', '?')})"
-    facts = [f"model {e(model.get('name', '?'))}"]
+    title = f"farm report: {_subject(run, model)} (run {run.get('run_id', '?')})"
+    facts = [
+        e(_subject(run, model)) if run.get("kind") == "nightly" else f"model {e(model.get('name', '?'))}"
+    ]
     if model.get("sha256"):
         facts.append(f"sha256 {e(str(model['sha256'])[:12])}")
     if model.get("nodes") is not None:
