@@ -46,6 +46,8 @@ class StagedJob:
     runner_binary: str = ""
     runtime_library: str = ""
     input_files: tuple[tuple[str, str], ...] = ()
+    #: an ExecuTorch or LiteRT job's session module (host/edge_runtimes.py), beside `runner_script`
+    session_module: str = ""
 
 
 def _number(data: dict[str, Any], key: str) -> float:
@@ -98,36 +100,45 @@ class FarmRunner:
             raise DeviceError(f"{self.conn.serial}: the farm runner failed: {result.output.strip()[-500:]}")
         with tempfile.TemporaryDirectory(prefix="farm-android-") as tmp:
             local = Path(tmp)
-            self.conn.pull(f"{job_dir}/result.json", local / "result.json")
-            self.conn.pull(f"{job_dir}/outputs.npz", local / "outputs.npz")
-            data = json.loads((local / "result.json").read_text())
-            if not isinstance(data, dict):
-                raise DeviceError("the device runner's result is not a JSON object")
-            samples = data.get("samples_ms")
-            if not isinstance(samples, list) or not all(isinstance(s, int | float) for s in samples):
-                raise DeviceError("the device runner's result has no valid 'samples_ms'")
-            # allow_pickle=False: nothing from the device is ever executed on the host.
-            with np.load(local / "outputs.npz", allow_pickle=False) as saved:
-                outputs = {name: saved[name] for name in saved.files}
-            peak = data.get("peak_memory_bytes")
-            # absent from a result.json written by a farm_runner.py older than the warm load
-            warm_load_ms = _optional_number(data, "warm_load_ms")
-            run = DeviceRun(
-                load_ms=_number(data, "load_ms"),
-                first_inference_ms=_number(data, "first_inference_ms"),
-                samples_ms=[float(s) for s in samples],
-                outputs=outputs,
-                peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
-                runner=f"farm_runner ({data.get('runtime', 'onnxruntime')})",
-                warm_load_ms=warm_load_ms,
-                warm_load_method=WARM_LOAD_SAME_PROCESS if warm_load_ms is not None else "",
-                # the runner process's VmHWM (ru_maxrss), interpreter and runtime included
-                peak_memory_kind="rss_peak",
-            )
+            run = read_result(self.conn, job_dir, local, "farm_runner", "onnxruntime")
             if request.profile_ops:
                 self.conn.pull(f"{job_dir}/profile.json", local / "profile.json")
                 _attach_profile(run, local / "profile.json")
         return run
+
+
+def read_result(
+    conn: AdbConnection, job_dir: str, local: Path, script: str, runtime: str, detail: str = ""
+) -> DeviceRun:
+    """The `DeviceRun` of a device script's `result.json` and `outputs.npz` (farm_runner.py's
+    format, which edge_runner.py writes too), pulled into `local`. The runner reads
+    `script (runtime<detail>)`, `runtime` the result's own where it names one."""
+    conn.pull(f"{job_dir}/result.json", local / "result.json")
+    conn.pull(f"{job_dir}/outputs.npz", local / "outputs.npz")
+    data = json.loads((local / "result.json").read_text())
+    if not isinstance(data, dict):
+        raise DeviceError("the device runner's result is not a JSON object")
+    samples = data.get("samples_ms")
+    if not isinstance(samples, list) or not all(isinstance(s, int | float) for s in samples):
+        raise DeviceError("the device runner's result has no valid 'samples_ms'")
+    # allow_pickle=False: nothing from the device is ever executed on the host.
+    with np.load(local / "outputs.npz", allow_pickle=False) as saved:
+        outputs = {name: saved[name] for name in saved.files}
+    peak = data.get("peak_memory_bytes")
+    # absent from a result.json written by a farm_runner.py older than the warm load
+    warm_load_ms = _optional_number(data, "warm_load_ms")
+    return DeviceRun(
+        load_ms=_number(data, "load_ms"),
+        first_inference_ms=_number(data, "first_inference_ms"),
+        samples_ms=[float(s) for s in samples],
+        outputs=outputs,
+        peak_memory_bytes=int(peak) if isinstance(peak, int) else None,
+        runner=f"{script} ({data.get('runtime', runtime)}{detail})",
+        warm_load_ms=warm_load_ms,
+        warm_load_method=WARM_LOAD_SAME_PROCESS if warm_load_ms is not None else "",
+        # the runner process's VmHWM (ru_maxrss), interpreter and runtime included
+        peak_memory_kind="rss_peak",
+    )
 
 
 class PerfTestRunner:
