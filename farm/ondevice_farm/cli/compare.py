@@ -25,7 +25,11 @@ class CompareProgress(StderrProgress):
 
     def job_finished(self, job: dict[str, Any]) -> None:
         self.done += 1
-        if job["status"] == "ok":
+        if job["status"] == "ok" and "metrics" in job:  # a generation pair: each metric's ratio
+            from ondevice_farm.reports.paired_generation import metric_summary
+
+            what = f"{job['verdict']} ({metric_summary(job)}, {job['rounds']} rounds)"
+        elif job["status"] == "ok":
             lo, hi = job["interval"]
             what = f"{job['verdict']} (B/A {job['ratio']:.3f} [{lo:.3f}, {hi:.3f}], {job['rounds']} rounds)"
         else:
@@ -91,6 +95,11 @@ def _writable(path: Path | None, flag: str) -> None:
 )
 @click.option("--order-seed", type=int, help="Seed of the rounds' A/B orders (default: drawn and recorded).")
 @click.option(
+    "--generate",
+    help="BASE and CANDIDATE are ONNX Runtime GenAI folders, judged on TTFT and decode tokens/s: "
+    "prompt=N,decode=N[,reps=N][,warmup=N] (docs/compare.md).",
+)
+@click.option(
     "--address", help="Ray address of a running `farm serve` (default: $RAY_ADDRESS, else embedded)."
 )
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (also $FARM_ADB_DEVICES).")
@@ -122,6 +131,7 @@ def compare(
     max_rounds: int,
     budget: str,
     order_seed: int | None,
+    generate: str | None,
     address: str | None,
     adb: tuple[str, ...],
     as_json: bool,
@@ -135,8 +145,14 @@ def compare(
     from ondevice_farm.controller.cluster import ClusterConfig
     from ondevice_farm.controller.compare import CompareRequest, parse_affinity, run_compare
     from ondevice_farm.durations import parse_duration_s
+    from ondevice_farm.generate.spec import parse_generate
     from ondevice_farm.inputs import parse_shapes
     from ondevice_farm.reports.paired import compare_html, compare_markdown, print_compare
+    from ondevice_farm.reports.paired_generation import (
+        generation_compare_html,
+        generation_compare_markdown,
+        print_generation_compare,
+    )
     from ondevice_farm.targets import parse_targets
 
     _writable(html_path, "--html")
@@ -171,6 +187,7 @@ def compare(
         max_rounds=max_rounds,
         budget_s=parse_duration_s(budget, "--budget"),
         order_seed=order_seed,
+        generate=None if generate is None else parse_generate(generate),
     )
     profiles, settings = fleet_settings(state, adb)
     document = run_compare(
@@ -182,6 +199,12 @@ def compare(
         store_location=state.store,
         progress=CompareProgress(),
     )
+    if document["settings"].get("generate"):  # two folders: a table and plots per metric
+        print_compare, compare_html, compare_markdown = (
+            print_generation_compare,
+            generation_compare_html,
+            generation_compare_markdown,
+        )
     if html_path is not None:
         html_path.write_text(compare_html(document))
     if markdown_path is not None:

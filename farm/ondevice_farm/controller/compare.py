@@ -4,7 +4,9 @@ Each (unit, target) pair is one paired job (`RunRequest.paired`, agents/ondevice
 unit measures B's own run, then rounds of A and B in fresh sessions in a random order, until the
 sequential test (farm/ondevice_farm/analysis/paired.py) decides or the pair's rounds or device time run out.
 Both models run on the same inputs (A's, seeded or `--inputs`), with the same session options and
-noise controls; two models whose inputs differ are refused before anything is compiled.
+noise controls; two models whose inputs differ are refused before anything is compiled. Two
+ONNX Runtime GenAI folders (`generate`) are compared on TTFT and decode tokens/s instead
+(farm/ondevice_farm/controller/compare_generation.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ondevice_farm.analysis.job import paired_document
 from ondevice_farm.analysis.paired import (
@@ -34,6 +36,7 @@ from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import DEFAULT_SEED, DEFAULT_TIMED_RUNS, DEFAULT_WARMUP_RUNS, FarmHome
 from ondevice_farm.controller.client import FleetClient, fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
+from ondevice_farm.controller.compare_sources import ModelSource, check_same_work, resolve_source
 from ondevice_farm.controller.fleet import JobEvent
 from ondevice_farm.controller.pipeline import check_requests, compile_all, prepare_on, run_request
 from ondevice_farm.controller.queue import JobSpec
@@ -46,6 +49,9 @@ from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import AgentSettings, PairedPlan, RunRequest
 
+if TYPE_CHECKING:
+    from ondevice_farm.generate.spec import GenerateSpec
+
 #: intra-op threads of a compare's sessions unless told: one thread has no scheduling between
 #: workers to vary from session to session (docs/benchmarks.md, "Noise controls")
 DEFAULT_COMPARE_THREADS = 1
@@ -54,7 +60,6 @@ DEFAULT_MAX_ROUNDS = 200
 DEFAULT_BUDGET_S = 600.0
 #: `cpu_affinity` value: pin to the profile's performance cores, or the host's last CPUs
 AUTO_AFFINITY = "auto"
-RUN_PREFIX = "run:"
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ class CompareRequest:
     budget_s: float = DEFAULT_BUDGET_S
     #: the seed of the rounds' orders (None: drawn, and recorded)
     order_seed: int | None = None
+    #: two ONNX Runtime GenAI folders, judged on TTFT and decode tokens/s (docs/compare.md)
+    generate: GenerateSpec | None = None
 
     def check(self) -> None:
         if self.max_rounds < DEFAULT_MIN_ROUNDS:
@@ -93,55 +100,19 @@ class CompareRequest:
             raise UsageError("--min-effect must be a fraction in [0, 1), e.g. 0.03 for 3%")
         if self.runs < 1 or self.warmup < 0:
             raise UsageError("--runs must be at least 1 and --warmup not negative")
+        if self.generate is not None:
+            from ondevice_farm.controller.compare_generation import check_generation_sources
 
+            check_generation_sources(self.generate, self.allow_spinning, [self.baseline, self.candidate])
 
-@dataclass
-class ModelSource:
-    """What the user named: a file, or a stored run's model (`run:RUN_ID`)."""
+    def family(self, pairs: int) -> PairedPolicy:
+        """Each test's share of alpha: Bonferroni over the pairs (and a generation pair's two metrics)."""
+        policy = PairedPolicy(self.alpha, self.min_effect)
+        if self.generate is None:
+            return policy.for_family(pairs)
+        from ondevice_farm.analysis.paired_generation import generation_family
 
-    label: str
-    path: Path
-    run_id: str | None = None
-
-
-def resolve_source(text: str, home: FarmHome, store_location: Any) -> ModelSource:
-    """A model file as it is; `run:RUN_ID` the model that run measured, kept by its sha256 in the
-    farm directory's artifact store (ONNX Runtime compiles of it come from the compile cache)."""
-    if not text.startswith(RUN_PREFIX):
-        path = Path(text)
-        if not path.exists():
-            raise UsageError(f"{text}: no such model file", hint="give a .onnx/.pt2/.pt file, or run:RUN_ID")
-        return ModelSource(text, path)
-    from ondevice_farm.artifacts import ArtifactStore
-    from ondevice_farm.store import ResultsStore
-
-    store = ResultsStore(store_location)
-    try:
-        run_id = store.resolve_run_id(text[len(RUN_PREFIX) :])
-        model = store.run(run_id).document.get("model") or {}
-    finally:
-        store.close()
-    sha = model.get("sha256")
-    stored = ArtifactStore(home.artifacts).path_for(sha, "model.onnx") if sha else None
-    if stored is None or not stored.exists():
-        raise UsageError(
-            f"{text}: the run's model ({model.get('name', '?')}) is not in this farm directory's artifacts",
-            hint="compare the model file itself",
-        )
-    return ModelSource(text, stored, run_id)
-
-
-def check_same_inputs(a: Prepared, b: Prepared) -> None:
-    """A and B must take the same inputs: names, dtypes and (resolved) shapes."""
-    sig_a = {n: (tuple(v.shape), str(v.dtype)) for n, v in a.inputs.items()}
-    sig_b = {n: (tuple(v.shape), str(v.dtype)) for n, v in b.inputs.items()}
-    if sig_a != sig_b:
-        diff = sorted(set(sig_a.items()) ^ set(sig_b.items()))
-        shown = ", ".join(f"{n} {'x'.join(map(str, s))} {d}" for n, (s, d) in diff[:4])
-        raise UsageError(
-            f"the two models take different inputs ({shown}); a compare runs both on the same inputs",
-            hint="compare models with one input signature (use --shape for dynamic dims)",
-        )
+        return generation_family(policy, pairs)
 
 
 def resolve_affinity(
@@ -196,6 +167,7 @@ def _submit_request(req: CompareRequest, path: Path) -> SubmitRequest:
         intra_op_threads=req.intra_op_threads,
         profile_ops=False,
         max_attempts=1,
+        generate=req.generate,
     )
 
 
@@ -221,7 +193,7 @@ def plan_pairs(
     client: FleetClient,
     order_seed: int,
 ) -> list[PairJob]:
-    policy = PairedPolicy(req.alpha, req.min_effect).for_family(len(prepared.plan))
+    policy = req.family(len(prepared.plan))
     pairs: list[PairJob] = []
     for index, (selector, target) in enumerate(prepared.plan):
         art_a, art_b = compiled_a.get(target), compiled_b.get(target)
@@ -264,14 +236,10 @@ def pair_document(pair: PairJob, event: JobEvent | None, policy: PairedPolicy) -
     trace = event.run.paired
     if trace is None or not trace.rounds:
         return {**base, "unit": event.unit, "status": "failed", "verdict": "failed", "error": "no rounds"}
-    stored = paired_document(trace)
-    pairs = stored_pairs(stored["rounds"])
-    verdict = judge(pairs, policy)
     doc: dict[str, Any] = {
         **base,
         "unit": event.unit,
         "status": "ok",
-        **verdict.to_dict(),
         "stopped": trace.stopped,
         "elapsed_s": trace.elapsed_s,
         "order_seed": trace.seed,
@@ -281,8 +249,14 @@ def pair_document(pair: PairJob, event: JobEvent | None, policy: PairedPolicy) -
         },
         "settings": {**trace.controls, "runs": pair.spec.request.runs, "warmup": pair.spec.request.warmup},
         "latency_source": event.run.latency_source,
-        "round_details": stored["rounds"],
     }
+    if pair.spec.request.generation is not None:
+        from ondevice_farm.controller.compare_generation import generation_pair_document
+
+        return generation_pair_document(doc, trace, policy)
+    stored = paired_document(trace)
+    verdict = judge(stored_pairs(stored["rounds"]), policy)
+    doc.update(verdict.to_dict(), round_details=stored["rounds"])
     if verdict.verdict == "inconclusive":
         needed = rounds_to_decide(verdict, policy)
         per_round = trace.elapsed_s / len(trace.rounds)
@@ -321,7 +295,7 @@ def run_compare(
     requests = [with_home_caches(_submit_request(req, s.path), home) for s in (source_a, source_b)]
     checked, platforms = check_requests(requests, profiles, settings)
     if all(c is not None for c in checked):
-        check_same_inputs(checked[0], checked[1])  # type: ignore[arg-type]
+        check_same_work(req.generate, checked[0], checked[1])  # type: ignore[arg-type]
     order_seed = req.order_seed if req.order_seed is not None else secrets.randbelow(2**31)
     progress.stage("finding devices")
     with (
@@ -329,7 +303,7 @@ def run_compare(
         LeaseBook(home.root).lease() as lease,
     ):
         prep_a, prep_b = prepare_on(client, requests, checked, profiles)
-        check_same_inputs(prep_a, prep_b)
+        check_same_work(req.generate, prep_a, prep_b)
         prep_b.inputs = prep_a.inputs  # the same arrays, not merely the same seed
         home.ensure()
         # `farm gc` leaves both models' artifacts alone until the rounds are done
@@ -339,7 +313,7 @@ def run_compare(
             compiled_b = compile_all(requests[1], prep_b, home, progress)
             lease.hold_artifacts(home.artifacts, used_artifacts((prep_a, compiled_a), (prep_b, compiled_b)))
         pairs = plan_pairs(req, requests[1], prep_b, compiled_a, compiled_b, profiles, client, order_seed)
-        family = PairedPolicy(req.alpha, req.min_effect).for_family(len(pairs))
+        family = req.family(len(pairs))
         events: dict[str, JobEvent] = {}
         runnable = [p.spec for p in pairs if p.spec is not None]
         progress.jobs_started(len(pairs))
@@ -379,11 +353,19 @@ def run_compare(
             "seed": req.seed,
             "order_seed": order_seed,
             "method": METHOD,
+            **(_generation_settings(req, prep_a) if req.generate is not None else {}),
         },
         "started_at": started,
         "finished_at": time.time(),
         "comparisons": comparisons,
     }
+
+
+def _generation_settings(req: CompareRequest, prepared: Prepared) -> dict[str, Any]:
+    from ondevice_farm.controller.compare_generation import generation_settings
+
+    assert req.generate is not None
+    return generation_settings(req.generate, prepared)
 
 
 def _model_doc(source: ModelSource, prepared: Prepared) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def _event_document(
         error = event.error or FarmError(event.message or "the job failed")
         return failed_document(merged, str(error), type(error).__name__)
     prepared = planned.prepared
-    return job_document(
+    document = job_document(
         base=merged,
         target=artifact.target,
         artifact=artifact,
@@ -217,6 +217,12 @@ def _event_document(
             else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
         ),
     )
+    if event.run.paired is not None and event.run.generation is not None:
+        # a generation job's rounds keep both sides' TTFT and decode rate, what the nightly judges
+        from ondevice_farm.analysis.paired_generation import paired_rounds_document
+
+        document["paired"] = paired_rounds_document(event.run.paired)
+    return document
 
 
 def run_planned(

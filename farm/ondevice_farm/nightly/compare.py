@@ -15,6 +15,7 @@ from typing import Any
 from ondevice_farm.analysis.multiple import benjamini_hochberg
 from ondevice_farm.analysis.paired import METHOD as PAIRED_METHOD
 from ondevice_farm.analysis.paired import PairedPolicy, PairedVerdict, judge, stored_pairs
+from ondevice_farm.analysis.paired_generation import MetricVerdict, is_generation_rounds, judge_generation
 from ondevice_farm.analysis.regression import (
     Finding,
     RegressionPolicy,
@@ -65,6 +66,8 @@ class JobComparison:
     #: interleaved with it tonight), "history" (the session-level test), "" (none)
     judged_by: str = ""
     paired: PairedVerdict | None = None
+    #: a changed generation job's paired verdicts: TTFT and decode tokens/s (nightly/generation_verdict.py)
+    paired_metrics: dict[str, MetricVerdict] | None = None
 
     @property
     def regression(self) -> bool:
@@ -92,6 +95,11 @@ class JobComparison:
             "latency": latency,
             "judged_by": self.judged_by or None,
             "paired": None if self.paired is None else self.paired.to_dict(),
+            **(
+                {"paired_metrics": {k: v.to_dict() for k, v in self.paired_metrics.items()}}
+                if self.paired_metrics is not None
+                else {}
+            ),
             "diagnostic": self.diagnostic,
             "findings": [f.to_dict() for f in self.findings],
         }
@@ -166,7 +174,11 @@ def _compare_one(
     rounds = (now.get("paired") or {}).get("rounds") or []
     if rounds and now.get("paired_baseline"):
         settings = now["paired_baseline"]
-        entry.paired = judge(stored_pairs(rounds), PairedPolicy(settings["alpha"], settings["min_effect"]))
+        paired_policy = PairedPolicy(settings["alpha"], settings["min_effect"])
+        if is_generation_rounds(rounds):  # TTFT and decode rate, each its own test of the family
+            entry.paired_metrics = judge_generation(rounds, paired_policy)
+        else:
+            entry.paired = judge(stored_pairs(rounds), paired_policy)
         entry.judged_by = "paired"
         entry.baseline_run = settings.get("run_id") or baseline_run
         return entry
@@ -224,6 +236,8 @@ def _judge(jobs: list[JobComparison], policy: RegressionPolicy) -> None:
             entry.verdict = entry.status
         elif entry.paired is not None:
             _paired_verdict(entry)
+        elif entry.paired_metrics is not None:
+            _generation_verdict(entry)
         elif latency is None or entry.p_adjusted is None or entry.p_faster_adjusted is None or entry.reason:
             entry.verdict = "not compared"
         else:
@@ -253,6 +267,17 @@ def _paired_verdict(entry: JobComparison) -> None:
         entry.findings.insert(0, Finding("latency", what, entry.verdict == "regressed", paired.to_dict()))
     else:
         entry.reason = what
+    if entry.verdict != "regressed" and any(f.regression for f in entry.findings):
+        entry.verdict = "regressed"
+
+
+def _generation_verdict(entry: JobComparison) -> None:
+    from ondevice_farm.nightly.generation_verdict import generation_nightly_verdict
+
+    assert entry.paired_metrics is not None
+    entry.verdict, finding, entry.reason = generation_nightly_verdict(entry.paired_metrics)
+    if finding is not None:
+        entry.findings.insert(0, finding)
     if entry.verdict != "regressed" and any(f.regression for f in entry.findings):
         entry.verdict = "regressed"
 

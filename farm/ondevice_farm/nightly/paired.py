@@ -5,8 +5,9 @@ a job whose artifact changed since its last success (by sha256) runs that last g
 (kept in the artifact store) as A and tonight's as B, in rounds on the same unit
 (agents/ondevice_farm_agents/paired.py), and is judged by the paired test
 (farm/ondevice_farm/analysis/paired.py). A job whose artifact did not change is judged against its history as
-before. The paired jobs of one night are a family: each spends alpha / m, m the number of paired jobs
-(Bonferroni).
+before. The paired jobs of one night are a family: each test spends alpha / m (Bonferroni), m the
+number of tests: one per changed fixed graph, two per changed generation job (TTFT and decode
+tokens/s, judged each by its own paired test: farm/ondevice_farm/nightly/generation_verdict.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ondevice_farm.analysis.paired import PairedPolicy, decided
+from ondevice_farm.analysis.paired_generation import GENERATION_METRICS
 from ondevice_farm.analysis.regression import RegressionPolicy
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile.io_names import load_io_names, sidecar_path
@@ -60,7 +62,9 @@ def attach_baselines(
             path = stored_artifact(store, old_sha)
             if path is not None:
                 changed.append((model, index, path, base, last_run))
-    family = PairedPolicy(policy.alpha, policy.min_effect).for_family(len(changed))
+    # one test per changed fixed graph, two per changed generation job (TTFT and decode rate)
+    tests = sum(len(GENERATION_METRICS) if m.specs[i].request.generation else 1 for m, i, *_ in changed)
+    family = PairedPolicy(policy.alpha, policy.min_effect).for_family(tests)
     for model, index, path, base, last_run in changed:
         spec = model.specs[index]
         old_sha = path.parent.name
@@ -90,5 +94,6 @@ def attach_baselines(
             "min_effect": family.min_effect,
             "max_rounds": plan.max_rounds,
             "budget_s": plan.budget_s,
+            **({"metrics": list(GENERATION_METRICS)} if spec.request.generation is not None else {}),
         }
     return len(changed)

@@ -11,6 +11,7 @@ import textwrap
 from rich.console import Console
 from rich.markup import escape
 
+from ondevice_farm.analysis.paired_generation import TTFT
 from ondevice_farm.nightly.compare import Comparison, JobComparison
 from ondevice_farm.nightly.run import NightlyResult
 
@@ -50,6 +51,15 @@ def row(entry: JobComparison) -> str:
             _ms(paired.candidate_p50_ms),
             f"{(paired.ratio - 1) * 100:+.1f}%",
             f"{paired.ci_low:.2f}-{paired.ci_high:.2f}x",
+            "paired",
+        )
+    elif entry.paired_metrics is not None:  # a changed generation job: TTFT here, both in its notes
+        ttft = entry.paired_metrics[TTFT]
+        cells = (
+            _ms(ttft.baseline),
+            _ms(ttft.candidate),
+            f"{(ttft.paired.ratio - 1) * 100:+.1f}%",
+            f"{ttft.paired.ci_low:.2f}-{ttft.paired.ci_high:.2f}x",
             "paired",
         )
     elif latency is None:
@@ -96,7 +106,7 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
             console.print(escape(line), highlight=False)
     policy = comparison.policy
     judged = sum(1 for e in comparison.jobs if e.p_adjusted is not None)
-    paired = sum(1 for e in comparison.jobs if e.paired is not None)
+    paired = sum(1 for e in comparison.jobs if e.paired is not None or e.paired_metrics is not None)
     method = (
         f"session-level test against history, {judged} of {len(comparison.jobs)} job(s) judged; "
         f"Benjamini-Hochberg at {policy.alpha:g}; a regression is also at least {policy.min_effect:.0%} "
@@ -105,7 +115,8 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     if paired:
         method += (
             f"; {paired} changed job(s) judged by the paired test against their last good artifact "
-            "run interleaved tonight (Bonferroni across them)"
+            "run interleaved tonight (Bonferroni across them; a generation job's TTFT and decode "
+            "tokens/s are two tests)"
         )
     for line in textwrap.wrap(method, WIDTH):
         console.print(line, style="dim", highlight=False)

@@ -105,9 +105,22 @@ def compare_markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _paired_svg(c: dict[str, Any], width: int = 360, height: int = 260) -> str:
-    rounds = c["round_details"]
-    values = [r["baseline_p50_ms"] for r in rounds] + [r["candidate_p50_ms"] for r in rounds]
+def _paired_svg(c: dict[str, Any]) -> str:
+    return paired_svg(c["round_details"], "baseline_p50_ms", "candidate_p50_ms", "ms")
+
+
+def paired_svg(
+    rounds: list[dict[str, Any]],
+    a_key: str,
+    b_key: str,
+    unit: str,
+    *,
+    higher_is_slower: bool = True,
+    width: int = 360,
+    height: int = 260,
+) -> str:
+    """One line per round from A's figure (`a_key`) to B's, red where B was slower in that round."""
+    values = [r[a_key] for r in rounds] + [r[b_key] for r in rounds]
     low, high = min(values), max(values)
     span = (high - low) or max(high * 0.01, 1e-6)
     low, high = low - span * 0.08, high + span * 0.08
@@ -123,16 +136,17 @@ def _paired_svg(c: dict[str, Any], width: int = 360, height: int = 260) -> str:
         f'<line x1="{right}" y1="{top}" x2="{right}" y2="{bottom}" stroke="#999"/>',
         f'<text x="{left}" y="{height - 10}" text-anchor="middle">A</text>',
         f'<text x="{right}" y="{height - 10}" text-anchor="middle">B</text>',
-        f'<text x="{left - 6}" y="{y(high) + 4:.1f}" text-anchor="end" font-size="11">{high:.3f} ms</text>',
-        f'<text x="{left - 6}" y="{y(low):.1f}" text-anchor="end" font-size="11">{low:.3f} ms</text>',
+        f'<text x="{left - 6}" y="{y(high) + 4:.1f}" text-anchor="end" font-size="11">'
+        f"{high:.3f} {unit}</text>",
+        f'<text x="{left - 6}" y="{y(low):.1f}" text-anchor="end" font-size="11">{low:.3f} {unit}</text>',
     ]
     for r in rounds:
-        a, b = r["baseline_p50_ms"], r["candidate_p50_ms"]
-        colour = "#c0392b" if b > a else "#2471a3"
+        a, b = r[a_key], r[b_key]
+        colour = "#c0392b" if (b > a) == higher_is_slower else "#2471a3"
         parts.append(
             f'<line class="round" x1="{left}" y1="{y(a):.1f}" x2="{right}" y2="{y(b):.1f}" '
             f'stroke="{colour}" stroke-opacity="0.6">'
-            f"<title>{r['order']}: {a:.3f} -> {b:.3f} ms</title></line>"
+            f"<title>{r['order']}: {a:.3f} -> {b:.3f} {unit}</title></line>"
         )
     parts.append("</svg>")
     return "".join(parts)
