@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.android.peer_fixtures import adb_key, pixel8_peer  # noqa: F401  (test_generate_over_adb.py)
+
 from .tiny_llama import build_tiny_llama
 
 

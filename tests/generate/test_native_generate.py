@@ -2,7 +2,8 @@
 onnxruntime-genai's C API): built for this host and for aarch64, run on the tiny Llama (the aarch64 build
 under qemu-user, with the aarch64 onnxruntime library), every timing of docs/generate.md present and the
 greedy tokens and
-first-step logits those of the host reference."""
+first-step logits those of the host reference. result.json is read by the Android agent's own reader
+(generate_result.generation_run), so what passes here is what the agent takes from a unit."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import numpy as np
 import pytest
 
 from ondevice_farm.generate.reference import greedy_reference
+from ondevice_farm.generate.trace import FIRST_STEP_LOGITS_OUTPUT, TOKENS_OUTPUT, GenerationPlan
+from ondevice_farm_agents.android.generate_job import cache_outputs
+from ondevice_farm_agents.android.generate_result import generation_run
 from ondevice_farm_agents.android.native_build import AARCH64_SYSROOT, NativeBuildError, fetch_aarch64_library
 from ondevice_farm_agents.android.native_generate_build import build
 
@@ -26,30 +30,38 @@ SHIM = Path(__file__).resolve().parents[1] / "android" / "qemu" / "cpuinfo_shim.
 PROMPT = (5, 17, 42, 99, 120, 7, 64, 33, 12, 250, 3, 77)
 DECODE, REPS, DEPTHS = 10, 2, (0, 24)
 DEPTH_IDS = tuple(range(10, 34))
+PLAN = GenerationPlan(PROMPT, DECODE, DEPTHS, DEPTH_IDS, REPS, warmup=1)
 
 
 def _args(folder: Path, out: Path) -> list[str]:
+    # the cache tensors the Android agent names; none for a missing folder, whose error is the test
+    kv = cache_outputs(folder) if (folder / "genai_config.json").is_file() else []
     return [
         "--model", str(folder), "--out", str(out), "--prompt-ids", ",".join(map(str, PROMPT)),
         "--decode", str(DECODE), "--reps", str(REPS), "--depths", ",".join(map(str, DEPTHS)),
         "--depth-ids", ",".join(map(str, DEPTH_IDS)),
+        *(arg for name in kv for arg in ("--kv-output", name)),
     ]  # fmt: skip
 
 
 def _check(out: Path, folder: Path) -> dict[str, Any]:
     result: dict[str, Any] = json.loads((out / "result.json").read_text())
-    assert result["load_ms"] > 0 and result["warm_load_ms"] > 0 and result["first_ttft_ms"] > 0
-    assert [r["depth"] for r in result["reps"]] == [0, 0, 24, 24]
-    for rep in result["reps"]:
-        assert rep["prefill_ms"] > 0 and rep["first_token_ms"] > 0 and rep["decode_span_ms"] > 0
-        assert len(rep["token_ms"]) == DECODE - 1
-        assert (rep["depth_prefill_ms"] > 0) == (rep["depth"] > 0)
-    assert result["rss_peak_bytes"] > result["rss_before_bytes"] > 0
+    run = generation_run(result, PLAN)  # the agent's reader: it checks the reps against the plan
+    trace = run.generation
+    assert trace is not None and run.load_ms > 0 and run.warm_load_ms and trace.first_ttft_ms
+    assert [r.depth for r in trace.reps] == [0, 0, 24, 24]
+    for rep in trace.reps:
+        assert rep.prefill_ms > 0 and rep.first_token_ms > 0 and rep.decode_span_ms > 0
+        assert (rep.depth_prefill_ms > 0) == (rep.depth > 0)
+    assert trace.rss_peak_bytes and trace.rss_before_bytes and trace.rss_peak_bytes > trace.rss_before_bytes
+    # the cache read back after the deepest generation: depth + prompt + the tokens cached
+    assert trace.kv_cache is not None and trace.kv_cache.source == "measured"
+    assert trace.kv_cache.context_tokens >= 24 + len(PROMPT) + DECODE - 1
     reference = greedy_reference(folder, PROMPT, DECODE)
-    assert result["tokens"] == reference["tokens"].tolist()  # every token agrees
+    assert run.outputs[TOKENS_OUTPUT].tolist() == reference["tokens"].tolist()  # every token agrees
     # another CPU's kernels (NEON vs AVX) may round differently in the last bits
     np.testing.assert_allclose(
-        result["first_step_logits"], reference["first_step_logits"], rtol=1e-4, atol=1e-5
+        run.outputs[FIRST_STEP_LOGITS_OUTPUT], reference["first_step_logits"], rtol=1e-4, atol=1e-5
     )
     return result
 

@@ -33,7 +33,7 @@ from ondevice_farm.errors import DeviceError, DeviceLostError, DeviceTimeoutErro
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm_agents.android.battery import BatteryState, EnergySettings, parse_probe, probe_command
 from ondevice_farm_agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
-from ondevice_farm_agents.android.edge_jobs import EDGE_RUNTIMES, EdgeRunner, stage_edge
+from ondevice_farm_agents.android.generate_job import AndroidGeneration
 from ondevice_farm_agents.android.inventory import make_unit, parse_getprop
 from ondevice_farm_agents.android.keys import load_signer
 from ondevice_farm_agents.android.native_build import DEFAULT_BUILD_ROOT
@@ -98,6 +98,8 @@ class AndroidAgent(DeviceAgent):
         self._staged: dict[tuple[str, str, str], StagedJob] = {}
         #: the controls the native runner last reported applying, per (serial, sha256, target)
         self._applied: dict[tuple[str, str, str], dict[str, str]] = {}
+        #: generation jobs (an ONNX Runtime GenAI folder, the native generation runner)
+        self._generations = AndroidGeneration(self._paths, self._native_root, self._cache_limit)
 
     # -- units -------------------------------------------------------------------------------
     def discover(self) -> list[DeviceUnit]:
@@ -128,12 +130,8 @@ class AndroidAgent(DeviceAgent):
     # -- jobs --------------------------------------------------------------------------------
     def prepare(self, unit: DeviceUnit, request: RunRequest) -> None:
         profile = self._profile(unit)
-        if request.target.runtime in EDGE_RUNTIMES and profile.supports(request.target):
-            # ExecuTorch and LiteRT: edge_runner.py under the unit's python3 (android/edge_jobs.py)
-            cache = PushCache(self._conn(unit.serial), self._paths, self._cache_limit)
-            self._staged[self._key(unit, request)] = stage_edge(
-                cache, unit.name, request, runner_kind=self._runner_kind(profile), python_kind=FARM_RUNNER
-            )
+        if request.generation is not None:  # android/generate_job.py
+            self._generations.prepare(self._conn(unit.serial), unit, profile, request)
             return
         if request.target.runtime != "ort" or not profile.supports(request.target):
             raise UsageError(f"{unit.name} does not run {request.target}")
@@ -160,12 +158,24 @@ class AndroidAgent(DeviceAgent):
         self._staged[self._key(unit, request)] = staged
 
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        if request.generation is not None:
+            return self._generate(unit, request)
         return self._run(unit, request, with_energy=True)
 
     def measure_session(self, unit: DeviceUnit, request: RunRequest) -> list[float]:
+        if request.generation is not None:  # a fresh runner process: its per-token decode latencies
+            return self._generate(unit, request).samples_ms
         # a repeat measures latency only: the first session's energy figure is the job's
         repeat = dataclasses.replace(request, profile_ops=False, repeats=1)
         return self._run(unit, repeat, with_energy=False).samples_ms
+
+    def _generate(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
+        conn = self._conn(unit.serial)
+        return self._generations.run(
+            conn, unit, self._profile(unit), request,
+            thermal=lambda: self._thermal(conn),
+            check_cancelled=lambda: self.cancellation.check(unit.serial),
+        )  # fmt: skip
 
     def _run(self, unit: DeviceUnit, request: RunRequest, with_energy: bool) -> DeviceRun:
         key = self._key(unit, request)
@@ -193,10 +203,7 @@ class AndroidAgent(DeviceAgent):
             battery = parse_probe(conn.shell(probe_command(self._energy.battery_dir)).output)
         sample = battery is not None and not battery.absence(self._energy.battery_dir)
         try:
-            if request.target.runtime in EDGE_RUNTIMES:
-                python = profile.runner.get("python", "python3")
-                result = EdgeRunner(conn, python).run(staged, request, job_dir)
-            elif kind == NATIVE:
+            if kind == NATIVE:
                 command = NativeCommand(
                     staged.runner_binary,
                     staged.runtime_library.rsplit("/", 1)[0],

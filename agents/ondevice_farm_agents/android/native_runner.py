@@ -56,8 +56,8 @@ class NativeBuild:
     library: Path
 
 
-def find_build(root: Path, unit: DeviceUnit, profile: DeviceProfile) -> NativeBuild:
-    """The build for `unit`: the profile's `runner.native_target`, else the one for its ABI."""
+def native_target(unit: DeviceUnit, profile: DeviceProfile) -> str:
+    """The build target for `unit`: the profile's `runner.native_target`, else the one for its ABI."""
     abi = unit.properties.get("ro.product.cpu.abi", "")
     target = profile.runner.get("native_target") or ABI_TARGETS.get(abi, "")
     if not target:
@@ -65,6 +65,12 @@ def find_build(root: Path, unit: DeviceUnit, profile: DeviceProfile) -> NativeBu
             f"{unit.name}: no native runner build for ABI {abi or 'unknown'}",
             hint=f"set runner.native_target in {profile.name}.yaml (e.g. linux-aarch64)",
         )
+    return target
+
+
+def find_build(root: Path, unit: DeviceUnit, profile: DeviceProfile) -> NativeBuild:
+    """The build for `unit` (`native_target`)."""
+    target = native_target(unit, profile)
     directory = root / target / "runner"
     binary = directory / RUNNER_BINARY
     libraries = sorted(directory.glob("libonnxruntime.so*"))

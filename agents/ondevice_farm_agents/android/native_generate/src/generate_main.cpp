@@ -5,12 +5,20 @@
 //
 //   farm_generate_runner --model DIR --prompt-ids 5,17,42 --decode 32 --out OUT
 //       [--depths 0,512 --depth-ids ID,ID,...] [--reps 5] [--warmup 1] [--threads N]
+//       [--kv-output present.0.key --kv-output present.0.value ...]
+// (--prompt-ids and --depth-ids also take @FILE, a file holding the list)
 //
 // OUT/result.json holds the figures (the keys generate_session.py prints), the tokens and the
 // first step's logits of the first generation at depth 0; OUT/error.json one line on failure.
+// Each --kv-output names one cache tensor (K and V per layer, as genai_config.json names them): after
+// the deepest depth's last generation the runner reads them back and sizes them (`kv_cache`, measured);
+// where the runtime does not return one, `kv_cache` is null and `kv_cache_error` says why.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,7 +42,18 @@ void check(OgaResult* result, const char* what) {
   throw std::runtime_error(message);
 }
 
-std::vector<int32_t> parse_ids(const std::string& text) {
+// `5,17,42`, or `@FILE` holding that list: a long prompt or depth filler would not fit the command
+// line a device's shell takes (adbd caps it), so the Android agent writes them to files
+std::vector<int32_t> parse_ids(const std::string& value) {
+  std::string text = value;
+  if (!text.empty() && text[0] == '@') {
+    std::ifstream file(text.substr(1));
+    if (!file) throw std::runtime_error("cannot read the token ids in " + text.substr(1));
+    std::stringstream content;
+    content << file.rdbuf();
+    text = content.str();
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  }
   std::vector<int32_t> ids;
   size_t start = 0;
   while (start < text.size()) {
@@ -50,6 +69,7 @@ struct Args {
   std::string model, out;
   std::vector<int32_t> prompt, depth_ids;
   std::vector<int32_t> depths{0};
+  std::vector<std::string> kv_outputs;
   int decode = 0, reps = 5, warmup = 1, threads = 0;
 };
 
@@ -68,6 +88,7 @@ Args parse_args(int argc, char** argv) {
     else if (key == "--reps") args.reps = std::stoi(value);
     else if (key == "--warmup") args.warmup = std::stoi(value);
     else if (key == "--threads") args.threads = std::stoi(value);
+    else if (key == "--kv-output") args.kv_outputs.push_back(value);
     else throw std::runtime_error("unknown option " + key);
   }
   if (args.model.empty() || args.out.empty() || args.prompt.empty() || args.decode < 2)
@@ -98,7 +119,57 @@ struct Generation {
   double ttft_ms = 0;  // prefill + the first token
   std::vector<int64_t> tokens;
   std::vector<double> logits;
+  bool has_kv = false;  // kv_cache (or kv_error) read at the generation's end
+  farm::JsonObject kv_cache;
+  std::string kv_error;
 };
+
+struct TensorDeleter {
+  void operator()(OgaTensor* tensor) const { OgaDestroyTensor(tensor); }
+};
+using Tensor = std::unique_ptr<OgaTensor, TensorDeleter>;
+
+const char* element_name(OgaElementType type, int64_t* bytes) {
+  switch (type) {
+    case OgaElementType_float32: *bytes = 4; return "float32";
+    case OgaElementType_float16: *bytes = 2; return "float16";
+    case OgaElementType_bfloat16: *bytes = 2; return "bfloat16";
+    default: throw std::runtime_error("a cache tensor of element type " + std::to_string(type));
+  }
+}
+
+// The cache as the runtime holds it at the end of a generation: each named tensor's shape and element
+// size, summed (the figure host/generate_session.py reads through the Python API's get_output).
+farm::JsonObject kv_cache(OgaGenerator* generator, const std::vector<std::string>& names) {
+  int64_t total = 0, element = 0;
+  std::vector<int64_t> first_shape;
+  const char* dtype = "";
+  for (const std::string& name : names) {
+    OgaTensor* raw = nullptr;
+    check(OgaGenerator_GetOutput(generator, name.c_str(), &raw), ("reading the cache tensor " + name).c_str());
+    Tensor tensor(raw);
+    size_t rank = 0;
+    OgaElementType type = OgaElementType_undefined;
+    check(OgaTensorGetShapeRank(tensor.get(), &rank), "reading a cache tensor's rank");
+    std::vector<int64_t> shape(rank);
+    check(OgaTensorGetShape(tensor.get(), shape.data(), rank), "reading a cache tensor's shape");
+    check(OgaTensorGetType(tensor.get(), &type), "reading a cache tensor's type");
+    dtype = element_name(type, &element);
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    total += elements * element;
+    if (first_shape.empty()) first_shape = shape;
+  }
+  farm::JsonObject kv;
+  // [batch, kv heads, sequence, head size]: the sequence axis is the context the cache holds
+  kv.add("bytes", total)
+      .add("context_tokens", first_shape.size() == 4 ? first_shape[2] : int64_t{0})
+      .add("source", "measured")
+      .add("shape", first_shape)
+      .add("layers", static_cast<int64_t>(names.size() / 2))
+      .add("dtype", dtype);
+  return kv;
+}
 
 // The last position's logits of the output "logits" ([batch, positions, vocabulary], float32).
 std::vector<double> last_logits(OgaGenerator* generator) {
@@ -122,7 +193,7 @@ std::vector<double> last_logits(OgaGenerator* generator) {
   return logits;
 }
 
-Generation generate(const OgaModel* model, const Args& args, int32_t depth, bool outputs) {
+Generation generate(const OgaModel* model, const Args& args, int32_t depth, bool outputs, bool read_kv = false) {
   OgaGeneratorParams* params = nullptr;
   check(OgaCreateGeneratorParams(model, &params), "creating the generator's parameters");
   double length = depth + static_cast<double>(args.prompt.size()) + args.decode;
@@ -159,6 +230,14 @@ Generation generate(const OgaModel* model, const Args& args, int32_t depth, bool
   size_t count = OgaGenerator_GetSequenceCount(generator, 0);
   const int32_t* sequence = OgaGenerator_GetSequenceData(generator, 0);
   for (size_t i = count - static_cast<size_t>(args.decode); i < count; ++i) generation.tokens.push_back(sequence[i]);
+  if (read_kv && !args.kv_outputs.empty()) {  // after the timed calls: reading copies the tensors
+    generation.has_kv = true;
+    try {
+      generation.kv_cache = kv_cache(generator, args.kv_outputs);
+    } catch (const std::exception& error) {
+      generation.kv_error = error.what();  // a runtime that keeps its cache to itself: said, not guessed
+    }
+  }
   OgaDestroyGenerator(generator);
   generation.ttft_ms = prefill_ms + ms_since(first_start, first_end);
   generation.timings.add("depth", static_cast<int64_t>(depth))
@@ -179,8 +258,16 @@ farm::JsonObject run(const Args& args) {
   Generation first = generate(model, args, 0, true);
   for (int i = 1; i < args.warmup; ++i) generate(model, args, 0, false);
   std::vector<farm::JsonObject> reps;
+  int32_t deepest = 0;
+  for (int32_t depth : args.depths) deepest = depth > deepest ? depth : deepest;
+  Generation last_deepest;  // the cache is read once, at the end of the longest context
   for (int32_t depth : args.depths)
-    for (int rep = 0; rep < args.reps; ++rep) reps.push_back(generate(model, args, depth, false).timings);
+    for (int rep = 0; rep < args.reps; ++rep) {
+      bool read_kv = depth == deepest && rep == args.reps - 1 && !last_deepest.has_kv;
+      Generation generation = generate(model, args, depth, false, read_kv);
+      reps.push_back(generation.timings);
+      if (read_kv) last_deepest = generation;
+    }
   int64_t peak = farm::status_bytes("VmHWM");  // before a second model is loaded
   OgaDestroyModel(model);
   start = Clock::now();
@@ -192,10 +279,11 @@ farm::JsonObject run(const Args& args) {
       .add("load_ms", load_ms)
       .add("warm_load_ms", warm_load_ms)
       .add("first_ttft_ms", first.ttft_ms)
-      .add("reps", reps)
-      .add_null("kv_cache")
-      .add("tokens", first.tokens)
-      .add("first_step_logits", first.logits);
+      .add("reps", reps);
+  if (last_deepest.has_kv && last_deepest.kv_error.empty()) result.add("kv_cache", last_deepest.kv_cache);
+  else result.add_null("kv_cache");
+  if (!last_deepest.kv_error.empty()) result.add("kv_cache_error", last_deepest.kv_error);
+  result.add("tokens", first.tokens).add("first_step_logits", first.logits);
   if (rss_before >= 0) result.add("rss_before_bytes", rss_before);
   if (peak >= 0) result.add("rss_peak_bytes", peak);
   return result;

@@ -17,8 +17,14 @@ struct OgaGeneratorParams;
 struct OgaGenerator;
 struct OgaTensor;
 
-// onnxruntime-genai's OgaElementType; only float32 is read here
-enum OgaElementType { OgaElementType_undefined = 0, OgaElementType_float32 = 1 };
+// onnxruntime-genai's OgaElementType (ONNX's element type numbers); the logits are read as float32,
+// the KV cache's tensors are only sized (float32, float16 or bfloat16)
+enum OgaElementType {
+  OgaElementType_undefined = 0,
+  OgaElementType_float32 = 1,
+  OgaElementType_float16 = 10,
+  OgaElementType_bfloat16 = 16
+};
 
 const char* OgaResultGetError(const OgaResult* result);
 void OgaDestroyResult(OgaResult* result);
