@@ -13,6 +13,8 @@ the hash-addressed cache; result.json, outputs.npz and ExecuTorch's ETDump pulle
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -25,7 +27,7 @@ import yaml
 from click.testing import CliRunner
 
 from ondevice_farm.cli.main import cli
-from ondevice_farm.errors import UsageError
+from ondevice_farm.errors import DeviceError, UsageError
 from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import AgentSettings, RunRequest
@@ -154,3 +156,31 @@ def test_a_phone_with_the_native_runner_refuses_with_the_recipe(
     assert not (pixel8_peer.sandbox / "data/local/tmp/farm/cache").exists() or not any(
         (pixel8_peer.sandbox / "data/local/tmp/farm/cache").iterdir()
     )
+
+
+def test_a_python3_without_the_runtime_fails_in_one_line(pixel8_peer: PeerHandle, tmp_path: Path) -> None:
+    """A unit whose python3 lacks the runtime (here the system python3, without numpy or executorch):
+    the job fails with the script's own line and the install hint, not a traceback."""
+    shipped = load_profiles()
+    pixel8 = dataclasses.replace(
+        shipped["pixel8"], runner={"kind": "farm-runner", "python": "/usr/bin/python3"}
+    )
+    settings = AgentSettings(
+        profiles={**shipped, "pixel8": pixel8},
+        adb_tcp_addresses=(pixel8_peer.address,),
+        adb_key_path=pixel8_peer.key_path,
+        io_timeout_s=PEER_IO_TIMEOUT_S,
+    )
+    program = tmp_path / "model.pte"
+    program.write_bytes(b"never loaded: the imports fail first")
+    request = RunRequest(
+        artifact=program,
+        artifact_sha256=hashlib.sha256(program.read_bytes()).hexdigest(),
+        target=Target.parse("executorch/xnnpack"),
+        inputs={"x": np.zeros((1, 3), np.float32)},
+    )
+    with one_unit(settings) as (agent, unit), pytest.raises(DeviceError) as failed:
+        agent.run(unit, request)
+    assert "edge_runner: " in failed.value.message and "has no module" in failed.value.message
+    assert "\n" not in failed.value.message and "Traceback" not in failed.value.message
+    assert failed.value.hint.startswith("pip install executorch for the unit's /usr/bin/python3")

@@ -48,7 +48,7 @@ EDGE_RUNTIMES = ("executorch", "litert")
 RUNNER_SCRIPT = Path(edge_runner.__file__)
 SESSION_MODULE = Path(edge_runtimes.__file__)
 BUILD_RECIPE = (
-    "docs/android.md, 'ExecuTorch and LiteRT on phones': a native runner is built with the NDK "
+    "docs/android.md, 'ExecuTorch and LiteRT on Android': a native runner is built with the NDK "
     "(ExecuTorch's executor_runner, LiteRT's benchmark_model); until then a unit whose python3 has "
     "the runtime runs these jobs with runner.kind: farm-runner"
 )
@@ -119,7 +119,7 @@ class EdgeRunner:
         result = run_detached(self.conn, job_dir, command, request.timeout_s)
         tail = result.output.strip()[-500:]
         if result.exit_code == edge_runner.MISSING_RUNTIME_EXIT:
-            missing = tail.splitlines()[-1] if tail else f"no {target.runtime}"
+            missing = tail.splitlines()[-1] if tail else f"edge_runner: {self.python} lacks {target.runtime}"
             install = f"pip install {PIP_NAMES[target.runtime]} for the unit's {self.python}"
             raise DeviceError(f"{self.conn.serial}: {missing}", hint=f"{install}, or {BUILD_RECIPE}")
         if result.exit_code != 0:

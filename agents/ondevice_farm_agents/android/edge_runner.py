@@ -55,7 +55,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for name in args.imports:
             importlib.import_module(name)
     except ImportError as exc:
-        print(f"edge_runner: this python lacks {args.runtime} ({exc})", file=sys.stderr)
+        missing = exc.name or str(exc)
+        print(f"edge_runner: {sys.executable} has no module {missing!r}", file=sys.stderr)
         raise SystemExit(MISSING_RUNTIME_EXIT) from None
     runtimes = _session_module(args.session_module)
     with np.load(args.inputs, allow_pickle=False) as data:
