@@ -13,8 +13,8 @@ onnxruntime wheel's, on aarch64 the ORT runner's (`native_build.fetch_aarch64_li
 (tests/android/qemu/cpuinfo_shim.c), as the ORT runner does: onnxruntime-genai's cpuinfo
 dereferences NULL at load time on the host's x86 one.
 
-Builds go to `<repo>/build/native/<target>/generate/`, the library copied beside the binary. The
-Android agent does not run it yet (docs/generate.md).
+Builds go to `<repo>/build/native/<target>/generate/`, the library copied beside the binary: where
+the Android agent takes a unit's build from (generate_stage.py).
 """
 
 from __future__ import annotations
