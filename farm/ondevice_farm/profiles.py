@@ -49,10 +49,14 @@ class DeviceProfile:
     #: the CPU numbers of the SoC's big and prime cores, as the kernel numbers them (cpu4..cpu8):
     #: where a pinned measurement runs (the native Android runner's `--cpus`); () where unknown
     performance_cores: tuple[int, ...] = ()
+    #: targets the device runs only when asked for by name (`-t`), never by default: those its
+    #: runner needs set up first (a phone's ExecuTorch/LiteRT jobs need a runner the stock one is
+    #: not, docs/android.md), so a plain submit does not plan jobs bound to be refused
+    on_request: tuple[Target, ...] = ()
     source: Path | None = None
 
     def supports(self, target: Target) -> bool:
-        return target.on_device in self.targets
+        return target.on_device in self.targets or target.on_device in self.on_request
 
 
 def _field(data: dict[str, Any], key: str, kind: type, path: Path, required: bool = True) -> Any:
@@ -103,6 +107,18 @@ def _cores(data: dict[str, Any], path: Path, platform: str) -> tuple[int, ...]:
     return tuple(sorted(raw))
 
 
+def _targets(raw: list[Any], key: str, path: Path) -> list[Target]:
+    targets = []
+    for item in raw:
+        try:
+            targets.append(Target.parse(str(item)))
+        except UsageError:
+            raise ProfileError(
+                f"{path}: field '{key}' has unknown target {item!r} (known: {', '.join(KNOWN_TARGETS)})"
+            ) from None
+    return targets
+
+
 def parse_profile(data: object, path: Path) -> DeviceProfile:
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: a profile must be a mapping of fields")
@@ -117,6 +133,7 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
         "runner",
         "thermal",
         "performance_cores",
+        "on_request",
     }
     unknown = sorted(set(data) - known)
     if unknown:
@@ -132,14 +149,11 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
     raw_targets = _field(data, "targets", list, path)
     if not raw_targets:
         raise ProfileError(f"{path}: field 'targets' must list at least one target")
-    targets = []
-    for item in raw_targets:
-        try:
-            targets.append(Target.parse(str(item)))
-        except UsageError:
-            raise ProfileError(
-                f"{path}: field 'targets' has unknown target {item!r} (known: {', '.join(KNOWN_TARGETS)})"
-            ) from None
+    targets = _targets(raw_targets, "targets", path)
+    on_request = _targets(_field(data, "on_request", list, path, required=False) or [], "on_request", path)
+    both = sorted({t.name for t in targets} & {t.name for t in on_request})
+    if both:
+        raise ProfileError(f"{path}: {both[0]} is in both 'targets' and 'on_request'; keep it in one")
     accelerators = _field(data, "accelerators", list, path, required=False) or []
     thermal_raw = _field(data, "thermal", dict, path, required=False) or {}
     thermal_path = Path(f"{path}: thermal")
@@ -159,6 +173,7 @@ def parse_profile(data: object, path: Path) -> DeviceProfile:
         runner=_string_map(data, "runner", path),
         thermal=thermal,
         performance_cores=_cores(data, path, platform),
+        on_request=tuple(on_request),
         source=path,
     )
 

@@ -92,6 +92,7 @@ def devices(state: CliState, adb: tuple[str, ...], address: str | None, as_json:
                     "soc": p.soc,
                     "accelerators": list(p.accelerators),
                     "targets": [t.name for t in p.targets],
+                    "on_request": [t.name for t in p.on_request],
                     "attached": sum(1 for u in units if u["profile"] == p.name and u.get("up", True)),
                 }
                 for p in profiles.values()
@@ -111,7 +112,12 @@ def devices(state: CliState, adb: tuple[str, ...], address: str | None, as_json:
             p.name,
             p.platform,
             p.soc,
-            ", ".join(t.name for t in p.targets),
+            ", ".join(t.name for t in p.targets)
+            + (
+                f" [dim](with -t only: {', '.join(t.name for t in p.on_request)})[/dim]"
+                if p.on_request
+                else ""
+            ),
             ", ".join(attached) if attached else "[dim]none[/dim]",
         )
     console.print(table)

@@ -47,6 +47,7 @@ def parse_devices(
 
 
 def targets_for(profile: DeviceProfile, wanted: list[Target] | None) -> list[Target]:
+    """The targets asked for that `profile` runs; none asked for: its own list (not `on_request`)."""
     if wanted is None:
         return list(profile.targets)
     return [t for t in wanted if profile.supports(t)]
@@ -60,7 +61,13 @@ def check_targets(
         return
     for target in wanted:
         if not any(profiles[s.profile].supports(target) for s in selectors):
-            supported = sorted({t.name for s in selectors for t in profiles[s.profile].targets})
+            supported = sorted(
+                {
+                    t.name
+                    for s in selectors
+                    for t in (*profiles[s.profile].targets, *profiles[s.profile].on_request)
+                }
+            )
             raise UsageError(
                 f"no selected device supports {target}; they support: {', '.join(supported)}",
                 hint=host_commands(target),
