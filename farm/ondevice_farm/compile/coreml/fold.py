@@ -41,6 +41,9 @@ class FoldedGraph:
     opset: int
     #: static or symbolic shapes ONNX shape inference found, by tensor name
     shapes: dict[str, tuple[Dim, ...]] = field(default_factory=dict)
+    #: ONNX element types ONNX type inference found, by tensor name (a lowering that holds a
+    #: type in another, as bfloat16 in fp32, reads what the value should be here)
+    elem_types: dict[str, int] = field(default_factory=dict)
     #: op type -> how many nodes folding removed
     folded: Counter[str] = field(default_factory=Counter)
 
@@ -80,7 +83,7 @@ def _as_model(graph: FoldedGraph, original: onnx.ModelProto) -> onnx.ModelProto:
 
 def _fold_pass(model: onnx.ModelProto, keep_dequantize: bool) -> FoldedGraph:
     opset = default_opset(model)
-    shapes = _inferred_shapes(model)
+    shapes, elem_types = _inferred_shapes(model)
     constants: dict[str, np.ndarray] = {
         init.name: numpy_helper.to_array(init) for init in model.graph.initializer
     }
@@ -112,6 +115,7 @@ def _fold_pass(model: onnx.ModelProto, keep_dequantize: bool) -> FoldedGraph:
         outputs=graph_outputs(model),
         opset=opset,
         shapes=shapes,
+        elem_types=elem_types,
         folded=folded,
     )
 
@@ -194,20 +198,24 @@ def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int) ->
     return list(ReferenceEvaluator(model).run(None, feeds))
 
 
-def _inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[Dim, ...]]:
+def _inferred_shapes(model: onnx.ModelProto) -> tuple[dict[str, tuple[Dim, ...]], dict[str, int]]:
+    """Shapes and element types by tensor name, as ONNX's inference finds them."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:
         # Shape inference is a help for folding, not a requirement: lowering infers its own.
         inferred = model
     shapes: dict[str, tuple[Dim, ...]] = {}
+    elem_types: dict[str, int] = {}
     graph = inferred.graph
     for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
         tensor_type = vi.type.tensor_type
+        if tensor_type.elem_type:
+            elem_types[vi.name] = int(tensor_type.elem_type)
         if not tensor_type.HasField("shape"):
             continue
         dims: list[Dim] = []
         for dim in tensor_type.shape.dim:
             dims.append(int(dim.dim_value) if dim.HasField("dim_value") else (dim.dim_param or "?"))
         shapes[vi.name] = tuple(dims)
-    return shapes
+    return shapes, elem_types

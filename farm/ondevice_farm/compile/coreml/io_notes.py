@@ -7,11 +7,12 @@ from typing import Any
 
 from ondevice_farm.compile.coreml.fold import FoldedGraph
 from ondevice_farm.compile.coreml.lowering import LoweredProgram
+from ondevice_farm.compile.coreml.narrow_floats import HELD_IN_FP32
 from ondevice_farm.compile.coreml.onnx_graph import SUB_BYTE_INTS
 
 
 def retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """A note for each input (and sub-byte output) whose type the ML Program changes."""
+    """A note for each input (and sub-byte or narrow float output) whose type the ML Program changes."""
     notes = []
     for info, entry in zip(graph.inputs, io["inputs"], strict=True):
         if info.dtype_name in ("int64", "float64"):
@@ -29,9 +30,19 @@ def retyped_inputs(graph: FoldedGraph, io: dict[str, list[dict[str, Any]]]) -> l
                 f"input {info.name} is {info.dtype_name} in ONNX and {entry['dtype']} in the ML Program "
                 "(its values are exact there; the input takes 4 or 16 times the memory)"
             )
+        elif info.elem_type in HELD_IN_FP32:
+            notes.append(
+                f"input {info.name} is {info.dtype_name} in ONNX and fp32 in the ML Program "
+                "(its values are exact there; feed them widened to fp32)"
+            )
     for info in graph.outputs:
         if info.dtype_name in SUB_BYTE_INTS:
             notes.append(f"output {info.name} is {info.dtype_name} in ONNX and int32 in the ML Program")
+        elif info.elem_type in HELD_IN_FP32:
+            notes.append(
+                f"output {info.name} is {info.dtype_name} in ONNX and fp32 in the ML Program: computed "
+                f"in fp32 and rounded to {info.dtype_name}'s values by elementwise ops"
+            )
     return notes
 
 

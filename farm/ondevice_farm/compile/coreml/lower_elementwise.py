@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from ondevice_farm.compile.coreml.lowering import MIL_DTYPES, LowerFn, Lowering, NotLowerable
+from ondevice_farm.compile.coreml.narrow_floats import NARROW_FLOATS, round_to_format
 
 
 def _unary(mil_op: str) -> LowerFn:
@@ -205,7 +206,17 @@ def lower_dropout(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    to = int(lw.attrs(node)["to"])
+    attrs = lw.attrs(node)
+    to = int(attrs["to"])
+    fmt = NARROW_FLOATS.get(to)
+    if fmt is not None:
+        # held in fp32, rounded to the type's values; `saturate` is float8's alone (float4 and
+        # bfloat16 casts are plain conversions)
+        saturate = bool(int(attrs.get("saturate", 1))) and fmt.name.startswith("float8")
+        x = lw.var(node.input[0])
+        if lw.dtype_of(node.input[0]) != "fp32":
+            x = lw.mb.cast(x=x, dtype="fp32")
+        return [round_to_format(lw.mb, x, fmt, saturate=saturate, name=lw.name(node))]
     if to not in MIL_DTYPES:
         raise NotLowerable(f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to)} is not supported")
     if to in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.INT2, onnx.TensorProto.UINT2):

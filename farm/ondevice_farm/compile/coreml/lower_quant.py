@@ -24,6 +24,12 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ondevice_farm.compile.coreml.lower_quant_arith import (
+    dequantize_by_arithmetic,
+    narrow_format,
+    needs_arithmetic,
+    quantize_by_arithmetic,
+)
 from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 from ondevice_farm.compile.coreml.onnx_graph import SUB_BYTE_INTS
 from ondevice_farm.compile.coreml.quantization import QuantizedWeight, along, dequantize_array
@@ -42,8 +48,6 @@ def integer_range(dtype: Any) -> Any:
 
 def _axis(lw: Lowering, node: onnx.NodeProto, scale: np.ndarray, rank: int) -> int | None:
     attrs = lw.attrs(node)
-    if int(attrs.get("block_size", 0)):
-        raise NotLowerable("blocked quantization (block_size) is not supported")
     if scale.size == 1:
         # one scale, whatever its shape: per tensor, as ONNX Runtime reads it
         return None
@@ -64,6 +68,9 @@ def _zero_point(lw: Lowering, node: onnx.NodeProto, default: Any) -> np.ndarray:
 
 def _quantized_dtype(lw: Lowering, node: onnx.NodeProto) -> Any:
     if lw.has(node, 2):
+        if node.input[2] not in lw.constants and node.input[2] in lw.elem_types:
+            # a zero point computed at run time (DynamicQuantizeLinear's expanded form)
+            return onnx.helper.tensor_dtype_to_np_dtype(lw.elem_types[node.input[2]])
         return _zero_point(lw, node, np.uint8).dtype
     output_dtype = int(lw.attrs(node).get("output_dtype", 0))
     if output_dtype:
@@ -72,10 +79,13 @@ def _quantized_dtype(lw: Lowering, node: onnx.NodeProto) -> Any:
 
 
 def lower_quantize_linear(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    scale = lw.require_const(node, 1, "QuantizeLinear scale").astype(np.float32)
     dtype = np.dtype(_quantized_dtype(lw, node))
-    if dtype.kind not in "iu" and dtype.name not in SUB_BYTE_INTS:
-        raise NotLowerable(f"QuantizeLinear to {dtype} is not supported (integer types only)")
+    integer = dtype.kind in "iu" or dtype.name in SUB_BYTE_INTS
+    if not integer and narrow_format(dtype) is None:
+        raise NotLowerable(f"QuantizeLinear to {dtype} is not supported")
+    if needs_arithmetic(lw, node, dtype):
+        return [quantize_by_arithmetic(lw, node, dtype, integer_range(dtype) if integer else None)]
+    scale = lw.require_const(node, 1, "QuantizeLinear scale").astype(np.float32)
     x = lw.var(node.input[0])
     rank = len(x.shape)
     axis = _axis(lw, node, scale, rank)
@@ -132,8 +142,11 @@ def _fake_quantize(
 
 
 def lower_dequantize_linear(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    scale = lw.require_const(node, 1, "DequantizeLinear scale").astype(np.float32)
     source = node.input[0]
+    source_type = lw.elem_types.get(source, onnx.TensorProto.INT8)
+    if needs_arithmetic(lw, node, np.dtype(onnx.helper.tensor_dtype_to_np_dtype(source_type))):
+        return [dequantize_by_arithmetic(lw, node)]
+    scale = lw.require_const(node, 1, "DequantizeLinear scale").astype(np.float32)
     raw = lw.constants.get(source)
     if raw is not None:
         data = np.asarray(raw)

@@ -19,6 +19,13 @@ import onnx
 from onnx import TensorProto
 
 from ondevice_farm.compile.coreml.fold import FoldedGraph
+from ondevice_farm.compile.coreml.narrow_floats import (
+    EXACT_OPS,
+    HELD_IN_FP32,
+    NARROW_FLOATS,
+    ROUNDED_ONCE_OPS,
+    round_to_format,
+)
 from ondevice_farm.compile.coreml.onnx_graph import as_mil_array, node_attrs, node_label
 from ondevice_farm.compile.coreml.quantization import QuantizationPlan, QuantizedWeight, constexpr_weight
 
@@ -73,6 +80,8 @@ BOUNDARY_DTYPES: dict[int, str] = {
     TensorProto.UINT16: "int32",
     TensorProto.UINT32: "int32",
     TensorProto.UINT64: "int32",
+    # float8, bfloat16, float4: every value is an fp32 value (see narrow_floats)
+    **dict.fromkeys(HELD_IN_FP32, "fp32"),
 }
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
@@ -97,6 +106,8 @@ class Lowering:
     #: tensor name -> op types of the nodes reading it ("output" for a graph output)
     consumers: dict[str, list[str]] = field(default_factory=dict)
     quantization: QuantizationPlan = field(default_factory=QuantizationPlan)
+    #: ONNX element type by tensor name, where ONNX type inference knows it
+    elem_types: dict[str, int] = field(default_factory=dict)
     #: DequantizeLinear outputs that are constant 8-bit weights: a Var of them is a constexpr op
     quantized: dict[str, QuantizedWeight] = field(default_factory=dict)
     #: QuantizeLinear outputs passed on as float (the pair dropped)
@@ -253,6 +264,7 @@ def lower_graph(
             constants=graph.constants,
             consumers=_consumers(graph),
             quantization=quantization or QuantizationPlan(),
+            elem_types=graph.elem_types,
         )
         scalar_inputs = {info.name for info in graph.inputs if not info.shape}
         for onnx_name, name in input_names.items():
@@ -305,7 +317,7 @@ def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) ->
         try:
             if lower is None:
                 raise NotLowerable(NO_LOWERING)
-            results = lower(lw, node)
+            results = held_as_onnx_types(lw, node, lower(lw, node))
         except NotLowerable as exc:
             failures.append(Unlowered(op_type, node_label(node), str(exc)))
             unavailable.update(node.output)
@@ -319,6 +331,32 @@ def _lower_nodes(lw: Lowering, graph: FoldedGraph, table: dict[str, LowerFn]) ->
             if out_name:
                 lw.values[out_name] = as_mil_array(result) if isinstance(result, np.ndarray) else result
     return failures
+
+
+def held_as_onnx_types(lw: Lowering, node: onnx.NodeProto, results: Sequence[Any]) -> Sequence[Any]:
+    """`results`, each output ONNX types as a narrow float (bfloat16, float8) rounded to it."""
+    if node.op_type in EXACT_OPS:
+        return results
+    held = list(results)
+    for index, (name, value) in enumerate(zip(node.output, results, strict=False)):
+        fmt = NARROW_FLOATS.get(lw.elem_types.get(name, 0))
+        if fmt is None:
+            continue
+        if node.op_type not in ROUNDED_ONCE_OPS:
+            raise NotLowerable(
+                f"{node.op_type} on {fmt.name}: ONNX rounds each of its steps to {fmt.name}, "
+                "the lowering computes them in fp32 and rounds once"
+            )
+        if isinstance(value, np.ndarray):
+            narrow = onnx.helper.tensor_dtype_to_np_dtype(lw.elem_types[name])
+            held[index] = value.astype(narrow).astype(np.float32)
+            continue
+        if lw.types.builtin_to_string(value.dtype) != "fp32":
+            value = lw.mb.cast(x=value, dtype="fp32")
+        held[index] = round_to_format(
+            lw.mb, value, fmt, saturate=False, name=lw.unique_name(f"{name}_{fmt.name}")
+        )
+    return held
 
 
 def _graph_outputs(

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from ondevice_farm.compile.coreml.narrow_floats import HELD_IN_FP32_NAMES
 from ondevice_farm.errors import ModelError, UsageError
 
 #: the opsets the lowering is written and tested against
@@ -135,7 +136,8 @@ def with_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int,
 def as_mil_array(value: np.ndarray) -> np.ndarray:
     """An ONNX constant in a dtype an ML Program holds: no 64-bit types there."""
     array: np.ndarray = np.asarray(value)
-    if array.dtype == np.float64:
+    if array.dtype == np.float64 or array.dtype.name in HELD_IN_FP32_NAMES:
+        # float8, bfloat16, float4 values are all fp32 values (see narrow_floats)
         return array.astype(np.float32)
     if array.dtype in (np.int64, np.uint64, np.uint32):
         info = np.iinfo(np.int32)

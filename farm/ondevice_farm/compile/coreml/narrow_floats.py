@@ -1,0 +1,113 @@
+"""ONNX's narrow float types (float8, bfloat16, float4, ...) in an ML Program, which has none of them.
+
+Every value of these types is an fp32 value, so a tensor of one is held in fp32: a graph input is
+an fp32 input (the job feeds its values widened, exactly), and a value the program makes in such a
+type (a Cast to it, QuantizeLinear to float8, an op on bfloat16 tensors) is computed in fp32 and then
+rounded to the type's grid by `round_to_format`, a handful of elementwise MIL ops. The result is the
+value ONNX gives, held in fp32: a precision change at the program's boundary (4 bytes per element
+instead of 1 or 2), said in the compile report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary float type narrower than fp32, as ml_dtypes (ONNX's reference) defines it."""
+
+    name: str
+    #: explicit mantissa bits
+    mantissa_bits: int
+    #: the exponent of the smallest normal value (below it the grid step stays 2**(min - mantissa))
+    min_exponent: int
+    max_value: float
+    has_inf: bool
+    has_nan: bool
+
+
+#: ONNX tensor type -> its format. float8_e8m0 (exponent only) is held in fp32 as an input or
+#: constant but has no rounding here: a Cast to it is refused.
+NARROW_FLOATS: dict[int, FloatFormat] = {
+    TensorProto.BFLOAT16: FloatFormat("bfloat16", 7, -126, (2 - 2**-7) * 2.0**127, True, True),
+    TensorProto.FLOAT8E4M3FN: FloatFormat("float8_e4m3fn", 3, -6, 448.0, False, True),
+    TensorProto.FLOAT8E4M3FNUZ: FloatFormat("float8_e4m3fnuz", 3, -7, 240.0, False, True),
+    TensorProto.FLOAT8E5M2: FloatFormat("float8_e5m2", 2, -14, 57344.0, True, True),
+    TensorProto.FLOAT8E5M2FNUZ: FloatFormat("float8_e5m2fnuz", 2, -15, 57344.0, False, True),
+    TensorProto.FLOAT4E2M1: FloatFormat("float4_e2m1fn", 1, 0, 6.0, False, False),
+}
+
+#: ONNX types held in fp32 in an ML Program (every value exact there)
+HELD_IN_FP32: frozenset[int] = frozenset({*NARROW_FLOATS, TensorProto.FLOAT8E8M0})
+
+#: their numpy (ml_dtypes) names, for constants
+HELD_IN_FP32_NAMES: frozenset[str] = frozenset(
+    {*(fmt.name for fmt in NARROW_FLOATS.values()), "float8_e8m0fnu"}
+)
+
+_LN2 = math.log(2.0)
+
+
+def round_to_format(mb: Any, x: Any, fmt: FloatFormat, *, saturate: bool, name: str) -> Any:
+    """`x` (an fp32 Var) rounded to `fmt` as ONNX's Cast does, held in fp32.
+
+    Round to nearest, ties to even, on the format's grid: the step is 2**(e - mantissa_bits) for a
+    value in [2**e, 2**(e+1)), and 2**(min_exponent - mantissa_bits) below the smallest normal.
+    `saturate` clips to +-max first (Cast's and QuantizeLinear's default for float8: infinities
+    become +-max, NaN stays); otherwise a value that rounds past max becomes inf where the type has
+    one, NaN where it has only that, and +-max where it has neither (float4), as ml_dtypes does.
+    """
+    top = np.float32(fmt.max_value)
+    if saturate:
+        x = mb.clip(x=x, alpha=-top, beta=top)
+    magnitude = mb.abs(x=x)
+    # the exponent, from a log that a device may round one off near a power of two: checked after
+    # (numpy's log is exact there, so the host never needs the check)
+    bounded = mb.clip(x=magnitude, alpha=np.float32(2.0**fmt.min_exponent), beta=top)
+    exponent = mb.floor(x=mb.mul(x=mb.log(x=bounded, epsilon=np.float32(0)), y=np.float32(1 / _LN2)))
+    power = mb.exp2(x=exponent)
+    too_low = mb.cast(x=mb.greater_equal(x=bounded, y=mb.mul(x=power, y=np.float32(2))), dtype="fp32")
+    too_high = mb.cast(x=mb.less(x=bounded, y=power), dtype="fp32")
+    exponent = mb.sub(x=mb.add(x=exponent, y=too_low), y=too_high)
+    step = mb.exp2(x=mb.sub(x=exponent, y=np.float32(fmt.mantissa_bits)))
+    # x / step is exact (a power of two) and `round` is half to even, as ONNX's RNE
+    rounded = mb.mul(x=mb.round(x=mb.real_div(x=magnitude, y=step)), y=step)
+    negative = mb.less(x=x, y=np.float32(0))
+    signed = mb.select(cond=negative, a=mb.mul(x=rounded, y=np.float32(-1)), b=rounded)
+    if not fmt.has_nan:
+        # NaN has no code in the type: ml_dtypes gives zero
+        signed = mb.select(cond=mb.not_equal(x=x, y=x), a=np.float32(0), b=signed)
+    if saturate:
+        return mb.identity(x=signed, name=name)
+    if not fmt.has_inf and not fmt.has_nan:
+        return mb.clip(x=signed, alpha=-top, beta=top, name=name)
+    over = mb.greater(x=rounded, y=top)
+    # a value past max is nonzero, so times inf it is the infinity of its sign
+    overflow = mb.mul(x=signed, y=np.float32(np.inf)) if fmt.has_inf else np.float32(np.nan)
+    return mb.select(cond=over, a=overflow, b=signed, name=name)
+
+
+#: ops whose output values are values of their inputs, or that round to their output type
+#: themselves: nothing to round after them
+EXACT_OPS = frozenset(
+    """
+    Cast CastLike QuantizeLinear Identity Reshape Transpose Squeeze Unsqueeze Flatten Concat Split
+    Slice Gather GatherElements GatherND Expand Tile Pad Where Max Min Abs Neg Relu ReduceMax
+    ReduceMin MaxPool GlobalMaxPool DepthToSpace SpaceToDepth TopK Dropout
+    """.split()  # noqa: SIM905  a block of names reads better than 40 quoted strings
+)
+
+#: ops ONNX's reference computes in one numpy step on a narrow float (ml_dtypes widens to fp32
+#: and rounds once), as the lowering does: computed in fp32, then rounded. An op spelt out in
+#: several steps (Attention, Softmax, ...) rounds each intermediate in ONNX and is refused.
+ROUNDED_ONCE_OPS = frozenset(
+    """
+    Add Sub Mul Div Sqrt Reciprocal Exp Log Floor Ceil Round Sign Einsum Range DequantizeLinear
+    """.split()  # noqa: SIM905
+)
