@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -168,3 +170,17 @@ def test_a_damaged_folder_file_is_pushed_again_and_a_late_runner_is_stopped(
         # past its deadline the runner is stopped by pid, as the ORT runner is (jobs.run_detached)
         with pytest.raises(DeviceTimeoutError):
             agent.run(unit, _request(tiny_llama, timeout_s=0.01))
+    deadline = time.monotonic() + 10
+    while _runners(pixel8_peer.sandbox) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _runners(pixel8_peer.sandbox)
+
+
+def _runners(sandbox: Path) -> list[int]:
+    """Live generation runner processes started from the peer's sandbox."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = process.info["cmdline"] or []
+        if cmdline and process.info["status"] != psutil.STATUS_ZOMBIE and cmdline[0].endswith(BINARY_NAME):
+            found += [process.pid] if str(sandbox) in cmdline[0] else []
+    return found
