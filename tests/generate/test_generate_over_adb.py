@@ -23,7 +23,6 @@ from click.testing import CliRunner
 
 from ondevice_farm.artifacts import sha256_tree
 from ondevice_farm.cli.main import cli
-from ondevice_farm.controller.generation import GENERATION_PLATFORMS
 from ondevice_farm.errors import DeviceTimeoutError
 from ondevice_farm.generate.trace import GenerationPlan
 from ondevice_farm.profiles import load_profiles
@@ -77,11 +76,6 @@ def _submit(tmp_path: Path, peer: PeerHandle, folder: Path) -> dict[str, Any]:
     return document
 
 
-@pytest.mark.xfail(
-    "android" not in GENERATION_PLATFORMS,
-    reason="the controller still refuses generation jobs on Android (controller/generation.py)",
-    strict=True,
-)
 def test_a_generation_job_runs_on_a_pixel8_with_every_figure_measured(
     generation_runner: Path, pixel8_peer: PeerHandle, tiny_llama: Path, tmp_path: Path
 ) -> None:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 #: the target a folder built for the CPU runs as (onnxruntime-genai's own CPU provider)
 GENERATION_TARGET = "ort/cpu"
-#: platforms whose agents have a generation runner
-GENERATION_PLATFORMS = ("host",)
+#: platforms whose agents have a generation runner (Android: the farm's native one, docs/android.md)
+GENERATION_PLATFORMS = ("host", "android")
 FOLDER_NOTE = (
     "an ONNX Runtime GenAI folder runs as built (its graph is the builder's, its session options "
     "genai_config.json's): the farm compiles nothing"
@@ -45,8 +45,8 @@ def _generation_targets(
         profile = profiles[selector.profile]
         if profile.platform not in GENERATION_PLATFORMS:
             raise UsageError(
-                f"{selector.profile}: generation jobs run on the host for now; the Android agent does "
-                "not run the native generation runner yet, iOS is out of scope (docs/generate.md)"
+                f"{selector.profile}: generation jobs run on the host and on Android units; "
+                f"{profile.platform} is out of scope for them (docs/generate.md)"
             )
         plan += [(selector, t) for t in profile.targets if t.name == GENERATION_TARGET]
     if not plan:
