@@ -85,8 +85,10 @@ def run_paired_rounds(
     candidate = replace(candidate, paired=None, profile_ops=False, repeats=1)
     began = time.monotonic()
     rounds: list[PairedRound] = []
-    #: (A p50, B p50) per round, what `decided` judges
+    #: (A p50, B p50) per round, what `decided` judges (a fixed graph; a generation job: its p50s
+    #: per decode token, kept for the job document, while `decided` judges its two metrics)
     pairs: list[tuple[float, float]] = []
+    generation_rounds: list[GenerationRound] = []
     stopped = "max-rounds"
     while len(rounds) < plan.max_rounds:
         elapsed = time.monotonic() - began
@@ -98,11 +100,12 @@ def run_paired_rounds(
         if candidate.generation is not None:
             round_ = _generation_round(agent, unit, order, baseline, candidate, started_at)
             rounds.append(round_)
+            generation_rounds.append(round_)
             pairs.append((session_p50(round_.baseline_samples_ms), session_p50(round_.candidate_samples_ms)))
-            metrics = slowness_pairs([round_figures(r) for r in rounds if isinstance(r, GenerationRound)])
+            metrics = slowness_pairs([round_figures(r) for r in generation_rounds])
             if on_round is not None:
-                named = {GENERATION_PROGRESS_NAMES[m]: p for m, p in metrics.items()}
-                on_round(metrics[TTFT], named)
+                on_round(metrics[TTFT], {GENERATION_PROGRESS_NAMES[m]: p for m, p in metrics.items()})
+            # the rounds go on until TTFT and the time per decode token are both decided
             judged = list(metrics.values())
         else:
             samples: dict[str, list[float]] = {}

@@ -253,7 +253,7 @@ def pair_document(pair: PairJob, event: JobEvent | None, policy: PairedPolicy) -
     if pair.spec.request.generation is not None:
         from ondevice_farm.controller.compare_generation import generation_pair_document
 
-        return generation_pair_document(doc, trace, policy)
+        return generation_pair_document(doc, trace, policy, pair.spec.request.generation)
     stored = paired_document(trace)
     verdict = judge(stored_pairs(stored["rounds"]), policy)
     doc.update(verdict.to_dict(), round_details=stored["rounds"])

@@ -24,6 +24,7 @@ from ondevice_farm.controller.submission import Prepared
 from ondevice_farm.errors import UsageError
 from ondevice_farm.generate.folder import read_folder
 from ondevice_farm.generate.spec import GenerateSpec
+from ondevice_farm.generate.trace import GenerationPlan
 from ondevice_farm.measurement import PairedTrace
 
 
@@ -76,11 +77,13 @@ def headline_plan(prepared: Prepared) -> None:
 
 
 def generation_pair_document(
-    base: dict[str, Any], trace: PairedTrace, policy: PairedPolicy
+    base: dict[str, Any], trace: PairedTrace, policy: PairedPolicy, plan: GenerationPlan
 ) -> dict[str, Any]:
     """A pair's comparison on both metrics; `policy.alpha` is one metric's share of the family."""
     stored = paired_rounds_document(trace)
     verdicts = judge_generation(stored["rounds"], policy)
+    # a session's work is the plan's generations, not a fixed graph's runs
+    settings = {**trace.controls, "reps": plan.reps, "warmup": plan.warmup}
     per_round_s = trace.elapsed_s / len(trace.rounds)
     metrics: dict[str, Any] = {}
     for metric, verdict in verdicts.items():
@@ -94,6 +97,7 @@ def generation_pair_document(
         metrics[metric] = doc
     return {
         **base,
+        "settings": settings,
         "verdict": overall_verdict([v.paired.verdict for v in verdicts.values()]),
         "rounds": len(trace.rounds),
         "alpha": policy.alpha,

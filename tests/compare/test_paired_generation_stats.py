@@ -1,0 +1,62 @@
+"""A generation pair's verdict on TTFT and decode tokens/s: both oriented so that above 1 is B
+slower, each one test of the family (Bonferroni over the two), the pair slower when either is."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from ondevice_farm.analysis.paired import PairedPolicy
+from ondevice_farm.analysis.paired_generation import (
+    DECODE_RATE,
+    TTFT,
+    generation_family,
+    judge_generation,
+    overall_verdict,
+)
+
+
+def _rounds(
+    ttft_ratio: float, decode_ratio: float, n: int = 12, spread: float = 0.01
+) -> list[dict[str, float]]:
+    """B's TTFT `ttft_ratio` times A's and B's decode rate `decode_ratio` times A's, with a small
+    shared-and-own noise per round (seeded)."""
+    rng = random.Random(7)
+    rounds = []
+    for _ in range(n):
+        drift = math.exp(rng.gauss(0, 0.05))  # shared by both sides of a round: cancels
+        a_ttft, a_rate = 2.0 * drift, 1000.0 / drift
+        rounds.append(
+            {
+                "baseline_ttft_ms": a_ttft * math.exp(rng.gauss(0, spread)),
+                "candidate_ttft_ms": a_ttft * ttft_ratio * math.exp(rng.gauss(0, spread)),
+                "baseline_decode_tokens_per_s": a_rate * math.exp(rng.gauss(0, spread)),
+                "candidate_decode_tokens_per_s": a_rate * decode_ratio * math.exp(rng.gauss(0, spread)),
+            }
+        )
+    return rounds
+
+
+def test_a_slower_decode_reads_as_slower_with_its_ratio_a_over_b() -> None:
+    policy = generation_family(PairedPolicy(), pairs=1)
+    verdicts = judge_generation(_rounds(1.0, 1 / 1.3), policy)
+    assert verdicts[TTFT].paired.verdict == "same"
+    decode = verdicts[DECODE_RATE]
+    assert decode.paired.verdict == "slower" and math.isclose(decode.paired.ratio, 1.3, rel_tol=0.02)
+    assert decode.candidate < decode.baseline  # tokens/s, in the metric's own unit
+    assert overall_verdict([v.paired.verdict for v in verdicts.values()]) == "slower"
+
+
+def test_a_longer_ttft_is_slower_and_a_faster_pair_needs_no_metric_slower() -> None:
+    policy = generation_family(PairedPolicy(), pairs=1)
+    slower = judge_generation(_rounds(1.25, 1.0), policy)
+    assert slower[TTFT].paired.verdict == "slower" and slower[TTFT].candidate > slower[TTFT].baseline
+    faster = judge_generation(_rounds(0.8, 1.0), policy)
+    assert [faster[TTFT].paired.verdict, faster[DECODE_RATE].paired.verdict] == ["faster", "same"]
+    assert overall_verdict(["faster", "same"]) == "faster"
+    assert overall_verdict(["faster", "inconclusive"]) == "inconclusive"
+    assert overall_verdict(["same", "same"]) == "same"
+
+
+def test_bonferroni_over_pairs_and_the_two_metrics() -> None:
+    assert generation_family(PairedPolicy(alpha=0.01), pairs=3).alpha == 0.01 / 6
