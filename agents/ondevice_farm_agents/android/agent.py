@@ -37,6 +37,7 @@ from ondevice_farm_agents.android.edge_jobs import EDGE_RUNTIMES, EdgeRunner, st
 from ondevice_farm_agents.android.generate_job import AndroidGeneration
 from ondevice_farm_agents.android.inventory import make_unit, parse_getprop
 from ondevice_farm_agents.android.keys import load_signer
+from ondevice_farm_agents.android.model_item import model_data_names, model_item, model_on_unit
 from ondevice_farm_agents.android.native_build import DEFAULT_BUILD_ROOT
 from ondevice_farm_agents.android.native_runner import (
     RUNNER_BINARY,
@@ -48,7 +49,7 @@ from ondevice_farm_agents.android.native_runner import (
     spinning_text,
 )
 from ondevice_farm_agents.android.perf_test import perf_test_options, provider_options
-from ondevice_farm_agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, CachedFile, PushCache, describe
+from ondevice_farm_agents.android.push_cache import DEFAULT_CACHE_LIMIT_BYTES, Cached, PushCache, describe
 from ondevice_farm_agents.android.runners import FARM_RUNNER_NAME, FarmRunner, PerfTestRunner, StagedJob
 from ondevice_farm_agents.android.test_data import write_test_data
 from ondevice_farm_agents.android.thermal import (
@@ -146,7 +147,8 @@ class AndroidAgent(DeviceAgent):
         if not request.artifact.is_file():
             raise DeviceError(f"{unit.name}: artifact {request.artifact} is not a file")
         cache = PushCache(self._conn(unit.serial), self._paths, self._cache_limit)
-        model = describe(request.artifact, "model.onnx", request.artifact_sha256)
+        # with external data files: one folder entry of the model and its data (android/model_item.py)
+        model = model_item(request.artifact, request.artifact_sha256)
         kind = self._runner_kind(profile)
         with tempfile.TemporaryDirectory(prefix="farm-android-") as tmp:
             if kind == NATIVE:
@@ -157,12 +159,18 @@ class AndroidAgent(DeviceAgent):
                 np.savez(inputs_path, **arrays)
                 items = [model, describe(inputs_path), describe(Path(__file__).with_name(FARM_RUNNER_NAME))]
                 paths = cache.ensure(items)
-                staged = StagedJob(model=paths[0], inputs=paths[1], runner_script=paths[2])
+                staged = StagedJob(
+                    model=model_on_unit(model, paths[0]), inputs=paths[1], runner_script=paths[2]
+                )
             else:
                 files = write_test_data(request.inputs, Path(tmp))
                 items = [model, *(describe(f, f"input_{i}.pb") for i, f in enumerate(files))]
                 paths = cache.ensure(items)
-                staged = StagedJob(model=paths[0], test_data=tuple(paths[1:]))
+                staged = StagedJob(
+                    model=model_on_unit(model, paths[0]),
+                    test_data=tuple(paths[1:]),
+                    model_data=model_data_names(model),
+                )
         self._staged[self._key(unit, request)] = staged
 
     def run(self, unit: DeviceUnit, request: RunRequest) -> DeviceRun:
@@ -294,7 +302,7 @@ class AndroidAgent(DeviceAgent):
     def _stage_native(
         self,
         cache: PushCache,
-        model: CachedFile,
+        model: Cached,
         unit: DeviceUnit,
         profile: DeviceProfile,
         request: RunRequest,
@@ -319,7 +327,7 @@ class AndroidAgent(DeviceAgent):
         if not made.ok:
             raise DeviceError(f"{unit.name}: cannot make the native runner executable: {made.output.strip()}")
         return StagedJob(
-            model=paths[0],
+            model=model_on_unit(model, paths[0]),
             runner_binary=paths[1],
             runtime_library=paths[2],
             input_files=tuple((name, path) for (name, _), path in zip(inputs, paths[3:], strict=True)),

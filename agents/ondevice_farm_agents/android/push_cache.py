@@ -65,10 +65,17 @@ def describe_folder(local: Path, name: str | None = None) -> CachedFolder:
     files = [describe(p, p.relative_to(local).as_posix()) for p in sorted(local.rglob("*")) if p.is_file()]
     if not files:
         raise DeviceError(f"{local} holds no files to push")
+    return folder_of(local, files, name or local.name)
+
+
+def folder_of(local: Path, files: Sequence[CachedFile], name: str) -> CachedFolder:
+    """Files that must sit together on the unit (each `name` its path in the folder) as one entry,
+    hashed as `sha256_tree` hashes a folder of them."""
+    ordered = sorted(files, key=lambda f: f.name)
     tree = hashlib.sha256()
-    for item in files:
+    for item in ordered:
         tree.update(item.name.encode() + b"\0" + item.sha256.encode())
-    return CachedFolder(local, name or local.name, tree.hexdigest(), tuple(files))
+    return CachedFolder(local, name, tree.hexdigest(), tuple(ordered))
 
 
 class PushCache:

@@ -46,6 +46,8 @@ class StagedJob:
     runner_binary: str = ""
     runtime_library: str = ""
     input_files: tuple[tuple[str, str], ...] = ()
+    #: the model's external data files, relative to it (beside `model` on the unit)
+    model_data: tuple[str, ...] = ()
     #: an ExecuTorch or LiteRT job's session module (host/edge_runtimes.py), beside `runner_script`
     session_module: str = ""
 
@@ -158,6 +160,14 @@ class PerfTestRunner:
             f"mkdir -p {q(job_dir)}/test_data_set_0",
             f"ln -sf {q(staged.model)} {q(job_dir)}/model.onnx",
         ]
+        # ORT finds external data beside the path it was given, the link, not what it points to
+        model_dir = posixpath.dirname(staged.model)
+        for name in staged.model_data:
+            target = f"{job_dir}/{name}"
+            links += [
+                f"mkdir -p {q(posixpath.dirname(target))}",
+                f"ln -sf {q(model_dir + '/' + name)} {q(target)}",
+            ]
         links += [
             f"ln -sf {q(path)} {q(job_dir)}/test_data_set_0/input_{i}.pb"
             for i, path in enumerate(staged.test_data)
