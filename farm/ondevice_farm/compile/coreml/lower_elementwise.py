@@ -190,12 +190,15 @@ def lower_identity(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 
 def lower_dropout(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    """Inference-mode Dropout passes its input on, and its mask is all true; training mode is random."""
+    """Inference-mode Dropout passes its input on, and its mask is all true; training mode is random,
+    but for a ratio of 0, where it drops nothing and scales by 1/(1-0): the same program."""
     if lw.has(node, 2):
         training = lw.const(node.input[2])
         if training is None:
             raise NotLowerable("Dropout's training_mode must be a constant")
-        if bool(training.reshape(-1)[0]):
+        ratio = lw.const(node.input[1]) if lw.has(node, 1) else None
+        dropping = ratio is None or float(ratio.reshape(-1)[0]) != 0.0  # the default ratio is 0.5
+        if bool(training.reshape(-1)[0]) and dropping:
             raise NotLowerable("training-mode Dropout is random: it has no inference-time program")
     if len(node.output) < 2 or not node.output[1]:
         return [lw.value(node.input[0])]

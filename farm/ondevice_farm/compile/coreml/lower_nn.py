@@ -146,21 +146,21 @@ def _pool(mil_op: str) -> LowerFn:
         kernel = [int(k) for k in attrs["kernel_shape"]]
         spatial = len(kernel)
         pad_type, pad = conv_padding(attrs, spatial)
-        kwargs: dict[str, Any] = {}
+        common: dict[str, Any] = {
+            "kernel_sizes": kernel,
+            "strides": list(attrs.get("strides", [1] * spatial)),
+            "pad_type": pad_type,
+            "pad": pad,
+            "ceil_mode": bool(attrs.get("ceil_mode", 0)),
+        }
         if mil_op == "avg_pool":
-            kwargs["exclude_padding_from_average"] = not int(attrs.get("count_include_pad", 0))
-        return [
-            getattr(lw.mb, mil_op)(
-                x=lw.var(node.input[0]),
-                kernel_sizes=kernel,
-                strides=list(attrs.get("strides", [1] * spatial)),
-                pad_type=pad_type,
-                pad=pad,
-                ceil_mode=bool(attrs.get("ceil_mode", 0)),
-                name=lw.name(node),
-                **kwargs,
-            )
-        ]
+            common["exclude_padding_from_average"] = not int(attrs.get("count_include_pad", 0))
+        x = lw.var(node.input[0])
+        if lw.dtype_of(node.input[0]) == "int32":
+            # MIL pools floats only; ONNX's integer MaxPool is int8/uint8, exact in fp32
+            pooled = getattr(lw.mb, mil_op)(x=lw.mb.cast(x=x, dtype="fp32"), **common)
+            return [lw.mb.cast(x=pooled, dtype="int32", name=lw.name(node))]
+        return [getattr(lw.mb, mil_op)(x=x, name=lw.name(node), **common)]
 
     lower.__name__ = f"lower_{mil_op}"
     return lower

@@ -15,10 +15,17 @@ from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerabl
 def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
     if int(attrs.get("training_mode", 0)):
-        raise NotLowerable("training-mode BatchNormalization is not supported")
-    scale, bias, mean, var = (lw.require_const(node, i, "BatchNormalization parameters") for i in range(1, 5))
+        return _batch_norm_training(lw, node, attrs)
     epsilon = float(attrs.get("epsilon", 1e-5))
     x = lw.var(node.input[0])
+    if any(lw.const(node.input[i]) is None for i in range(1, 5)):
+        # parameters known only at run time: the spec's arithmetic
+        rank = len(x.shape)
+        mean, var = (_per_channel(lw, node.input[i], rank) for i in (3, 4))
+        scaled = lw.mb.mul(x=lw.mb.sub(x=x, y=mean), y=_per_channel(lw, node.input[1], rank))
+        normalised = lw.mb.real_div(x=scaled, y=lw.mb.sqrt(x=lw.mb.add(x=var, y=np.float32(epsilon))))
+        return [lw.mb.add(x=normalised, y=_per_channel(lw, node.input[2], rank), name=lw.name(node))]
+    scale, bias, mean, var = (lw.require_const(node, i, "BatchNormalization parameters") for i in range(1, 5))
     if len(x.shape) in (3, 4, 5):
         return [
             lw.mb.batch_norm(
@@ -36,6 +43,42 @@ def lower_batch_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     trailing = [1] * (len(x.shape) - 2)
     y = lw.mb.mul(x=x, y=factor.reshape([-1, *trailing]))
     return [lw.mb.add(x=y, y=shift.reshape([-1, *trailing]), name=lw.name(node))]
+
+
+def _batch_norm_training(lw: Lowering, node: onnx.NodeProto, attrs: dict[str, Any]) -> Sequence[Any]:
+    """Training-mode BatchNormalization, as the spec computes it (deterministic, unlike Dropout's):
+    normalised by the batch's own mean and (population) variance over every axis but the channel;
+    the running mean and variance outputs mix the given ones with the batch's by `momentum`."""
+    mb = lw.mb
+    x = lw.var(node.input[0])
+    rank = len(x.shape)
+    axes = [0, *range(2, rank)]
+    mean = mb.reduce_mean(x=x, axes=axes, keep_dims=True)
+    centered = mb.sub(x=x, y=mean)
+    var = mb.reduce_mean(x=mb.mul(x=centered, y=centered), axes=axes, keep_dims=True)
+    epsilon = np.float32(attrs.get("epsilon", 1e-5))
+    scaled = mb.mul(x=centered, y=_per_channel(lw, node.input[1], rank))
+    normalised = mb.real_div(x=scaled, y=mb.sqrt(x=mb.add(x=var, y=epsilon)))
+    results = [mb.add(x=normalised, y=_per_channel(lw, node.input[2], rank), name=lw.name(node))]
+    momentum = np.float32(attrs.get("momentum", 0.9))
+    for index, batch in ((1, mean), (2, var)):
+        if len(node.output) <= index or not node.output[index]:
+            results.append(None)  # not asked for: never read
+            continue
+        # running mean (input 3) and variance (input 4) by momentum, the batch's by the rest
+        kept = mb.mul(x=lw.var(node.input[index + 2]), y=momentum)
+        mixed = mb.mul(x=mb.reshape(x=batch, shape=[-1]), y=np.float32(1) - momentum)
+        results.append(mb.add(x=kept, y=mixed, name=lw.name(node, index)))
+    return results
+
+
+def _per_channel(lw: Lowering, name: str, rank: int) -> Any:
+    """A (C,) parameter shaped (C, 1, ...) to broadcast over a rank-`rank` NC... tensor."""
+    shape = [-1] + [1] * (rank - 2)
+    known = lw.const(name)
+    if known is not None:
+        return known.astype(np.float32).reshape(shape)
+    return lw.mb.reshape(x=lw.var(name), shape=shape)
 
 
 def lower_layer_norm(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:

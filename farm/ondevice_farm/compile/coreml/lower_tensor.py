@@ -18,7 +18,7 @@ def _is_static(dim: Any) -> bool:
     return isinstance(dim, (int, np.integer))
 
 
-def _axes(lw: Lowering, node: onnx.NodeProto, input_index: int) -> list[int] | None:
+def axes_input(lw: Lowering, node: onnx.NodeProto, input_index: int) -> list[int] | None:
     """Axes given as an input (opset 13+/18+) or, in older opsets, as an attribute."""
     if lw.has(node, input_index):
         return [int(a) for a in lw.require_const(node, input_index, f"{node.op_type} axes").reshape(-1)]
@@ -52,6 +52,9 @@ def lower_reshape(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
         else:
             dims.append(size)
     copies = [d for d in dims if isinstance(d, tuple)]
+    if not copies and 0 in dims and -1 not in dims:
+        # an empty result (allowzero keeps a 0): no values to move, a constant of its shape
+        return [np.zeros(dims, lw.types.nptype_from_builtin(x.dtype))]
     if not copies:
         return [lw.mb.reshape(x=x, shape=np.array(dims, np.int32), name=lw.name(node))]
     if len(copies) == 1 and -1 not in dims:
@@ -84,7 +87,7 @@ def lower_flatten(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 def lower_squeeze(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
-    axes = _axes(lw, node, 1)
+    axes = axes_input(lw, node, 1)
     if axes is None:
         if not all(_is_static(d) for d in x.shape):
             raise NotLowerable("Squeeze without axes needs a static input shape")
@@ -94,7 +97,7 @@ def lower_squeeze(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 
 def lower_unsqueeze(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
-    axes = _axes(lw, node, 1) or []
+    axes = axes_input(lw, node, 1) or []
     out_rank = len(x.shape) + len(axes)
     return [lw.mb.expand_dims(x=x, axes=sorted(a % out_rank for a in axes), name=lw.name(node))]
 
@@ -143,7 +146,7 @@ def lower_slice(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     rank = len(x.shape)
     starts = [int(v) for v in lw.require_const(node, 1, "Slice starts").reshape(-1)]
     ends = [int(v) for v in lw.require_const(node, 2, "Slice ends").reshape(-1)]
-    axes = _axes(lw, node, 3) or list(range(len(starts)))
+    axes = axes_input(lw, node, 3) or list(range(len(starts)))
     steps = (
         [int(v) for v in lw.require_const(node, 4, "Slice steps").reshape(-1)] if lw.has(node, 4) else None
     )
@@ -240,7 +243,7 @@ def lower_pad(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     rank = len(x.shape)
     pads = [int(p) for p in (lw.require_const(node, 1, "Pad pads") if lw.has(node, 1) else attrs["pads"])]
     value = lw.const(node.input[2]) if lw.has(node, 2) else None
-    axes = _axes(lw, node, 3) or list(range(rank))
+    axes = axes_input(lw, node, 3) or list(range(rank))
     axes = [a % rank for a in axes]
     pairs = [[0, 0] for _ in range(rank)]
     for i, axis in enumerate(axes):
@@ -304,23 +307,6 @@ def _crop(lw: Lowering, x: Any, crops: list[list[int]]) -> Any:
         end_mask=[back == 0 for _, back in crops],
         stride=np.ones(rank, np.int32),
     )
-
-
-def _reduce(mil_op: str) -> LowerFn:
-    def lower(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-        attrs = lw.attrs(node)
-        # ReduceSum takes axes as an input from opset 13, the others from opset 18.
-        axes = _axes(lw, node, 1)
-        keep = bool(attrs.get("keepdims", 1))
-        x = lw.var(node.input[0])
-        if not axes:
-            if int(attrs.get("noop_with_empty_axes", 0)):
-                return [lw.mb.identity(x=x, name=lw.name(node))]
-            axes = list(range(len(x.shape)))
-        return [getattr(lw.mb, mil_op)(x=x, axes=axes, keep_dims=keep, name=lw.name(node))]
-
-    lower.__name__ = f"lower_{mil_op}"
-    return lower
 
 
 def lower_expand(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
@@ -406,16 +392,6 @@ TENSOR_LOWERINGS: dict[str, LowerFn] = {
     "Slice": lower_slice,
     "Shape": lower_shape,
     "Pad": lower_pad,
-    "ReduceMean": _reduce("reduce_mean"),
-    "ReduceSum": _reduce("reduce_sum"),
-    "ReduceMax": _reduce("reduce_max"),
-    "ReduceMin": _reduce("reduce_min"),
-    "ReduceProd": _reduce("reduce_prod"),
-    "ReduceL1": _reduce("reduce_l1_norm"),
-    "ReduceL2": _reduce("reduce_l2_norm"),
-    "ReduceSumSquare": _reduce("reduce_sum_square"),
-    "ReduceLogSum": _reduce("reduce_log_sum"),
-    "ReduceLogSumExp": _reduce("reduce_log_sum_exp"),
     "Expand": lower_expand,
     "Tile": lower_tile,
     "Constant": lower_constant,

@@ -11,6 +11,7 @@ from ondevice_farm.compile.coreml.lower_nn import NN_LOWERINGS
 from ondevice_farm.compile.coreml.lower_norm import NORM_LOWERINGS
 from ondevice_farm.compile.coreml.lower_quant import QUANT_LOWERINGS
 from ondevice_farm.compile.coreml.lower_recurrent import RECURRENT_LOWERINGS
+from ondevice_farm.compile.coreml.lower_reduce import REDUCE_LOWERINGS
 from ondevice_farm.compile.coreml.lower_tensor import TENSOR_LOWERINGS
 from ondevice_farm.compile.coreml.lowering import LowerFn
 
@@ -22,6 +23,7 @@ def lowering_table() -> dict[str, LowerFn]:
         **NN_LOWERINGS,
         **NORM_LOWERINGS,
         **TENSOR_LOWERINGS,
+        **REDUCE_LOWERINGS,
         **INDEX_LOWERINGS,
         **QUANT_LOWERINGS,
         **TRANSFORMER_LOWERINGS,
