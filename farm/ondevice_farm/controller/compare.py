@@ -203,6 +203,8 @@ def plan_pairs(
             pairs.append(PairJob(selector, target, None, f"{which} did not compile: {why}"))
             continue
         affinity = resolve_affinity(req.cpu_affinity, profiles[selector.profile], req.intra_op_threads)
+        if req.generate is not None and profiles[selector.profile].platform != "host":
+            affinity = None  # the Android generation runner sets threads only (docs/generate.md)
         baseline = _controlled(submitted, prepared, art_a, affinity, req.allow_spinning)
         plan = PairedPlan(
             baseline=baseline,
