@@ -124,3 +124,32 @@ def test_an_op_onnx_rounds_step_by_step_in_bfloat16_is_refused(tmp_path: Path) -
         predict_drift(
             save(g.model(), tmp_path), {"x": np.zeros((2, 8), ml_dtypes.bfloat16)}, precision="fp32"
         )
+
+
+def _e8m0_probes() -> np.ndarray:
+    powers = np.exp2(np.arange(-149, 128, dtype=np.float64))
+    points = np.concatenate([powers, 1.5 * powers, 1.25 * powers, [0.0, 3e38, 2.0**127 * 1.9]]).astype(
+        np.float32
+    )
+    around = np.concatenate([np.nextafter(points, np.float32(np.inf)), np.nextafter(points, np.float32(0))])
+    values = np.concatenate([points, around, [np.inf, np.nan]]).astype(np.float32)
+    return np.concatenate([values, -values[: len(values) // 4]])
+
+
+@pytest.mark.parametrize("saturate", [1, 0])
+@pytest.mark.parametrize("round_mode", ["up", "nearest", "down"])
+def test_cast_to_e8m0_rounds_as_the_reference(round_mode: str, saturate: int, tmp_path: Path) -> None:
+    g = Graph(opset=24)
+    x = g.input("x", ["n"])
+    g.output(
+        g.one("Cast", [x], to=TensorProto.FLOAT8E8M0, round_mode=round_mode, saturate=saturate),
+        TensorProto.FLOAT8E8M0,
+    )
+    model = g.model()
+    x = _e8m0_probes()
+    expected = ReferenceEvaluator(model).run(None, {"x": x})[0].astype(np.float32)
+    got = next(iter(predict_drift(save(model, tmp_path), {"x": x}, precision="fp32").values()))
+    wrong = ~((got == expected) | (np.isnan(got) & np.isnan(expected)))
+    assert not wrong.any(), [
+        (float(a), float(b), float(c)) for a, b, c in zip(x[wrong], got[wrong], expected[wrong], strict=True)
+    ][:10]

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 
 from ondevice_farm.compile.coreml.lowering import MIL_DTYPES, LowerFn, Lowering, NotLowerable
-from ondevice_farm.compile.coreml.narrow_floats import NARROW_FLOATS, round_to_format
+from ondevice_farm.compile.coreml.narrow_floats import NARROW_FLOATS, round_to_e8m0, round_to_format
 
 
 def _unary(mil_op: str) -> LowerFn:
@@ -212,6 +212,14 @@ def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     attrs = lw.attrs(node)
     to = int(attrs["to"])
     fmt = NARROW_FLOATS.get(to)
+    if to == onnx.TensorProto.FLOAT8E8M0:
+        x = lw.var(node.input[0])
+        if lw.dtype_of(node.input[0]) != "fp32":
+            x = lw.mb.cast(x=x, dtype="fp32")
+        round_mode, saturate = str(attrs.get("round_mode", "up")), bool(int(attrs.get("saturate", 1)))
+        if round_mode not in ("up", "down", "nearest"):
+            raise NotLowerable(f"Cast round_mode {round_mode!r} is not one of up, down, nearest")
+        return [round_to_e8m0(lw.mb, x, round_mode=round_mode, saturate=saturate, name=lw.name(node))]
     if fmt is not None:
         # held in fp32, rounded to the type's values; `saturate` is float8's alone (float4 and
         # bfloat16 casts are plain conversions)

@@ -32,8 +32,8 @@ class FloatFormat:
     has_nan: bool
 
 
-#: ONNX tensor type -> its format. float8_e8m0 (exponent only) is held in fp32 as an input or
-#: constant but has no rounding here: a Cast to it is refused.
+#: ONNX tensor type -> its format. float8_e8m0 (a power of two, no mantissa) is held in fp32 too;
+#: a Cast to it rounds by `round_to_e8m0`, after the reference's own rule.
 NARROW_FLOATS: dict[int, FloatFormat] = {
     TensorProto.BFLOAT16: FloatFormat("bfloat16", 7, -126, (2 - 2**-7) * 2.0**127, True, True),
     TensorProto.FLOAT8E4M3FN: FloatFormat("float8_e4m3fn", 3, -6, 448.0, False, True),
@@ -67,14 +67,7 @@ def round_to_format(mb: Any, x: Any, fmt: FloatFormat, *, saturate: bool, name: 
     if saturate:
         x = mb.clip(x=x, alpha=-top, beta=top)
     magnitude = mb.abs(x=x)
-    # the exponent, from a log that a device may round one off near a power of two: checked after
-    # (numpy's log is exact there, so the host never needs the check)
-    bounded = mb.clip(x=magnitude, alpha=np.float32(2.0**fmt.min_exponent), beta=top)
-    exponent = mb.floor(x=mb.mul(x=mb.log(x=bounded, epsilon=np.float32(0)), y=np.float32(1 / _LN2)))
-    power = mb.exp2(x=exponent)
-    too_low = mb.cast(x=mb.greater_equal(x=bounded, y=mb.mul(x=power, y=np.float32(2))), dtype="fp32")
-    too_high = mb.cast(x=mb.less(x=bounded, y=power), dtype="fp32")
-    exponent = mb.sub(x=mb.add(x=exponent, y=too_low), y=too_high)
+    exponent = _exponent(mb, mb.clip(x=magnitude, alpha=np.float32(2.0**fmt.min_exponent), beta=top))
     step = mb.exp2(x=mb.sub(x=exponent, y=np.float32(fmt.mantissa_bits)))
     # x / step is exact (a power of two) and `round` is half to even, as ONNX's RNE
     rounded = mb.mul(x=mb.round(x=mb.real_div(x=magnitude, y=step)), y=step)
@@ -91,6 +84,55 @@ def round_to_format(mb: Any, x: Any, fmt: FloatFormat, *, saturate: bool, name: 
     # a value past max is nonzero, so times inf it is the infinity of its sign
     overflow = mb.mul(x=signed, y=np.float32(np.inf)) if fmt.has_inf else np.float32(np.nan)
     return mb.select(cond=over, a=overflow, b=signed, name=name)
+
+
+def _exponent(mb: Any, bounded: Any) -> Any:
+    """floor(log2(bounded)) for positive finite values, as fp32.
+
+    From a log that a device may round one off near a power of two: checked against exp2 after
+    (numpy's log is exact there, so the host never needs the check)."""
+    exponent = mb.floor(x=mb.mul(x=mb.log(x=bounded, epsilon=np.float32(0)), y=np.float32(1 / _LN2)))
+    power = mb.exp2(x=exponent)
+    too_low = mb.cast(x=mb.greater_equal(x=bounded, y=mb.mul(x=power, y=np.float32(2))), dtype="fp32")
+    too_high = mb.cast(x=mb.less(x=bounded, y=power), dtype="fp32")
+    return mb.sub(x=mb.add(x=exponent, y=too_low), y=too_high)
+
+
+#: float8_e8m0's bounds: 2**-127 (code 0) to 2**127 (code 254); 2**-126 is fp32's smallest normal
+_E8M0_LOW, _E8M0_HIGH = -127, 127
+
+
+def round_to_e8m0(mb: Any, x: Any, *, round_mode: str, saturate: bool, name: str) -> Any:
+    """`x` (fp32) cast to float8_e8m0 (a power of two) as ONNX's reference does, held in fp32.
+
+    The reference reads |x|'s fp32 exponent field and raises it by one where `round_mode` says:
+    `up` for any fraction, `nearest` from 1.5 times the power up, `down` never. Zero is code 0
+    (2**-127); an fp32 subnormal is code 0 or 1 by the same rule; NaN and inf are NaN. `saturate`
+    stops at 2**127, otherwise a value raised past it is NaN."""
+    magnitude = mb.abs(x=x)
+    exponent = _exponent(mb, mb.clip(x=magnitude, alpha=np.float32(2.0**-126), beta=np.float32(2.0**127)))
+    power = mb.exp2(x=exponent)
+    subnormal = mb.less(x=magnitude, y=np.float32(2.0**-126))
+    if round_mode == "up":
+        raise_normal, raise_subnormal = (
+            mb.greater(x=magnitude, y=power),
+            mb.greater(x=magnitude, y=np.float32(0)),
+        )
+    elif round_mode == "nearest":
+        raise_normal = mb.greater_equal(x=magnitude, y=mb.mul(x=power, y=np.float32(1.5)))
+        raise_subnormal = mb.greater(x=magnitude, y=np.float32(2.0**_E8M0_LOW))
+    elif round_mode == "down":
+        raise_normal = raise_subnormal = mb.less(x=magnitude, y=np.float32(0))  # never
+    else:
+        raise ValueError(f"unknown round_mode {round_mode!r}")
+    normal = mb.exp2(x=mb.add(x=exponent, y=mb.cast(x=raise_normal, dtype="fp32")))
+    tiny = mb.mul(x=mb.exp2(x=mb.cast(x=raise_subnormal, dtype="fp32")), y=np.float32(2.0**_E8M0_LOW))
+    value = mb.select(cond=subnormal, a=tiny, b=normal)
+    # past 2**127 (exp2 gives inf there): saturated, or NaN; inf and NaN inputs are NaN
+    limit = np.float32(2.0**_E8M0_HIGH) if saturate else np.float32(np.nan)
+    value = mb.select(cond=mb.greater(x=value, y=np.float32(2.0**_E8M0_HIGH)), a=limit, b=value)
+    special = mb.logical_or(x=mb.not_equal(x=x, y=x), y=mb.equal(x=magnitude, y=np.float32(np.inf)))
+    return mb.select(cond=special, a=np.float32(np.nan), b=value, name=name)
 
 
 #: ops whose output values are values of their inputs, or that round to their output type
