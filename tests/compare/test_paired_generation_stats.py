@@ -14,6 +14,9 @@ from ondevice_farm.analysis.paired_generation import (
     judge_generation,
     overall_verdict,
 )
+from ondevice_farm.analysis.regression import RegressionPolicy
+from ondevice_farm.nightly.compare import JobComparison, compare_runs, job_key
+from ondevice_farm.nightly.report import notes, row
 
 
 def _rounds(
@@ -60,3 +63,32 @@ def test_a_longer_ttft_is_slower_and_a_faster_pair_needs_no_metric_slower() -> N
 
 def test_bonferroni_over_pairs_and_the_two_metrics() -> None:
     assert generation_family(PairedPolicy(alpha=0.01), pairs=3).alpha == 0.01 / 6
+
+
+def _job(rounds: list[dict[str, float]] | None = None) -> dict[str, object]:
+    job: dict[str, object] = {"model": {"name": "llama"}, "requested": "host-cpu", "target": "ort/cpu"}
+    job.update(status="ok", artifact_sha256="b" if rounds else "a", latency_ms={})
+    if rounds is not None:
+        job["paired"] = {"seed": 1, "stopped": "decided", "rounds": [{"order": "AB", **r} for r in rounds]}
+        job["paired_baseline"] = {"artifact_sha256": "a", "run_id": "r1", "alpha": 0.005, "min_effect": 0.03}
+    return job
+
+
+def test_the_nightly_judges_a_changed_generation_job_on_both_metrics() -> None:
+    """Stored rounds with both sides' TTFT and decode rate: the job regresses when either metric is
+    slower, and its table row and reason name the figures."""
+    slower_decode = _compare(_rounds(1.0, 1 / 1.3))
+    assert slower_decode.judged_by == "paired" and slower_decode.verdict == "regressed"
+    assert slower_decode.paired is None and slower_decode.paired_metrics is not None
+    assert "decode" in slower_decode.findings[0].message and slower_decode.findings[0].regression
+    assert row(slower_decode).split()[-2:] == ["paired", "regressed"]
+    same = _compare(_rounds(1.0, 1.0))
+    assert same.verdict == "unchanged" and "TTFT" in notes(same)[0] and "decode" in notes(same)[0]
+    assert same.to_dict()["paired_metrics"]["decode_tokens_per_s"]["verdict"] == "same"
+
+
+def _compare(rounds: list[dict[str, float]]) -> JobComparison:
+    old = _job()
+    comparison = compare_runs([_job(rounds)], {job_key(old): [("r1", old)]}, RegressionPolicy())
+    (entry,) = comparison.jobs
+    return entry

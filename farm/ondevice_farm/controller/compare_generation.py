@@ -56,7 +56,7 @@ def share_prompt(a: Prepared, b: Prepared) -> None:
         raise UsageError(
             f"{b.info.name}: its vocabulary ({folder.vocab_size} ids) lacks token ids of A's prompt "
             f"(up to {max(ids)}); a compare runs both on the same prompt",
-            hint="compare folders of one tokenizer, or give --prompt-file text both tokenize alike",
+            hint="compare folders of one tokenizer",
         )
     longest = max(plan.max_length(depth) for depth in plan.depths)
     if longest > folder.context_length:
