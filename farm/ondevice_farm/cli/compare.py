@@ -97,7 +97,7 @@ def _writable(path: Path | None, flag: str) -> None:
 @click.option(
     "--generate",
     help="BASE and CANDIDATE are ONNX Runtime GenAI folders, judged on TTFT and decode tokens/s: "
-    "prompt=N,decode=N[,reps=N][,warmup=N] (docs/compare.md).",
+    "prompt=N,decode=N[,reps=N][,warmup=N] (docs/compare.md); --runs and --warmup do not apply.",
 )
 @click.option(
     "--address", help="Ray address of a running `farm serve` (default: $RAY_ADDRESS, else embedded)."

@@ -112,6 +112,9 @@ def generation_settings(spec: GenerateSpec, plan: Prepared) -> dict[str, Any]:
     """What the compare document's settings add for generation: the spec and the metrics' definitions."""
     assert plan.generation is not None
     return {
+        # a session's work is the spec's generations: --runs does not apply, warmup is the spec's
+        "runs": None,
+        "warmup": plan.generation.warmup,
         "generate": spec.text(),
         "prompt_tokens": plan.generation.prompt_tokens,
         "decode_tokens": plan.generation.decode_tokens,

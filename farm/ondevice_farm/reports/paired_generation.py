@@ -55,6 +55,7 @@ def _method_line(settings: dict[str, Any]) -> str:
         f"{settings['method']}; {1 - settings['alpha']:.0%} family-wise (alpha "
         f"{settings['alpha_per_pair']:.2g} per metric of each pair: Bonferroni over pairs and the two "
         f"metrics), same = inside +/-{settings['min_effect']:.0%}; --generate {settings['generate']}; "
+        f"threads {settings['threads'] or 'default'}, pin {settings['pin']}; "
         "TTFT and decode t/s are each session's best of its timed generations (least TTFT, highest rate), "
         "measured"
     )
