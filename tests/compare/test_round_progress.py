@@ -34,3 +34,11 @@ def test_a_failing_sender_never_fails_the_job() -> None:
         raise RuntimeError("fleet gone")
 
     RoundReporter(broken, every_s=0.0)([(1.0, 1.0)])
+
+
+def test_a_generation_job_names_each_metric() -> None:
+    sent: list[str] = []
+    ttft = [(1.0, 1.2), (1.0, 1.2)]
+    per_token = [(0.05, 0.1), (0.05, 0.1)]  # time per decode token: B at half A's rate
+    RoundReporter(sent.append, every_s=0.0)(ttft, {"TTFT B/A": ttft, "decode t/s A/B": per_token})
+    assert sent == ["round 2, TTFT B/A 1.200, decode t/s A/B 2.000 so far (geometric means of the rounds)"]
