@@ -8,7 +8,7 @@ session's figures come from its timed generations (the spec's `reps`), per gener
 and the session's figure of each is its best generation: the least TTFT, the highest decode rate.
 Timing noise on a shared unit is additive and positive (another process's time slice lands inside a
 generation and only ever lengthens it), and under it the minimum is the most stable estimator of a
-session's own speed (Chen & Revels, "Robust benchmarking in noisy environments", HPEC 2016, the
+session's own speed (Chen & Revels, "Robust benchmarking in noisy environments", arXiv:1608.04295, 2016, the
 method of Julia's BenchmarkTools). Measured on the 2-core development host under load 5-7
 (2026-12-03, tests/generate/tiny_llama.py's folder, prompt=64,decode=32,reps=7): its 1.5 ms decode
 span was hit by such a slice in about 40% of generations, so a session's median flipped between
