@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import io
 import os
@@ -105,13 +106,15 @@ _DAMAGED_HINT = "the artifact was damaged on the way; resubmit (the agent host k
 class ShippedArtifact:
     """An artifact's bytes for a node without the submitter's files: a file as it is, a directory
     (an `.mlpackage`) as one uncompressed tar of its tree, an ONNX model with external data as one
-    tar of the model (under `name`) and its data files (`with_external`)."""
+    tar of the model (under `name`) and its data files (`with_external`). `sidecars`: the files a
+    compile wrote beside it (`sidecar_files`), by name, written beside it on arrival."""
 
     name: str
     sha256: str
     is_tree: bool
     data: bytes
     with_external: bool = False
+    sidecars: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def size_bytes(self) -> int:
@@ -159,16 +162,27 @@ def extract_tree_tar(source: BinaryIO, target: Path) -> None:
         archive.extractall(target, filter="data")
 
 
+def sidecar_files(path: Path) -> list[Path]:
+    """Files a compile wrote beside an artifact under its name plus a suffix (`model.pte.etrecord`,
+    which names the ops of an ExecuTorch profile; `model.mlpackage.io.json`): metadata derived from
+    the artifact, so outside its hash, but a node running it needs them beside it too."""
+    data = set(external_files(path)) if path.is_file() else set()
+    return sorted(
+        p for p in path.parent.glob(f"{glob.escape(path.name)}.*") if p.is_file() and p.name not in data
+    )
+
+
 def pack_artifact(path: Path, sha256: str) -> ShippedArtifact:
     """`path` (a file or a directory) as one `ShippedArtifact`; `sha256` is its `sha256_path`."""
+    sidecars = tuple((p.name, p.read_bytes()) for p in sidecar_files(path))
     buffer = io.BytesIO()
     if path.is_dir():
         write_tree_tar(path, buffer)
-        return ShippedArtifact(path.name, sha256, True, buffer.getvalue())
+        return ShippedArtifact(path.name, sha256, True, buffer.getvalue(), sidecars=sidecars)
     if not external_files(path):
-        return ShippedArtifact(path.name, sha256, False, path.read_bytes())
+        return ShippedArtifact(path.name, sha256, False, path.read_bytes(), sidecars=sidecars)
     write_model_tar(path, buffer)
-    return ShippedArtifact(path.name, sha256, True, buffer.getvalue(), with_external=True)
+    return ShippedArtifact(path.name, sha256, True, buffer.getvalue(), with_external=True, sidecars=sidecars)
 
 
 def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
@@ -200,6 +214,11 @@ def unpack_artifact(shipped: ShippedArtifact, cache_dir: Path) -> Path:
             # the data files first: whoever sees the model in place finds its weights there too
             for name in external_files(staged):
                 _move_into_place(staged_root / name, target.parent / name)
+        for name, content in shipped.sidecars:
+            if Path(name).name != name or not name.startswith(f"{shipped.name}."):
+                raise DeviceError(f"shipped artifact {shipped.name} came with a stray file {name!r}")
+            (staging / f"sidecar-{name}").write_bytes(content)
+            _move_into_place(staging / f"sidecar-{name}", target.parent / name)
         _move_into_place(staged, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

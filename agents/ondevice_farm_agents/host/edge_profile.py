@@ -36,7 +36,7 @@ PORTABLE = "portable"
 ETRECORD_SUFFIX = ".etrecord"
 
 
-def _etrecord(artifact: Path) -> Path | None:
+def etrecord_beside(artifact: Path) -> Path | None:
     path = artifact.with_name(artifact.name + ETRECORD_SUFFIX)
     return path if path.is_file() else None
 
@@ -100,7 +100,7 @@ def profile_executorch(request: RunRequest, run: DeviceRun, load_profiled: Calla
     with tempfile.TemporaryDirectory(prefix="farm-etdump-") as tmp:
         dump = Path(tmp) / "run.etdp"
         session.write_etdump(dump)
-        etrecord = _etrecord(request.artifact)
+        etrecord = etrecord_beside(request.artifact)
         with warnings.catch_warnings():  # the Inspector warns of what an ETDump without a debug buffer lacks
             warnings.simplefilter("ignore")
             inspector = inspector_module.Inspector(
