@@ -114,3 +114,22 @@ def test_batch_norm_with_parameters_fed_at_run_time(tmp_path: Path) -> None:
     feeds = {"x": f32(2, 3, 4), "scale": f32(3, seed=1), "bias": f32(3, seed=2), "mean": f32(3, seed=3)}
     feeds["var"] = np.abs(f32(3, seed=4)) + 0.1
     _same_as_reference(g.model(), feeds, tmp_path)
+
+
+@pytest.mark.parametrize(("low", "high"), [(-0.5, 0.5), (0.5, -0.5)])
+def test_clip_bounds_fed_at_run_time(low: float, high: float, tmp_path: Path) -> None:
+    g = Graph(opset=13)
+    x, lo, hi = g.input("x", [3, 4]), g.input("lo", []), g.input("hi", [])
+    g.output(g.one("Clip", [x, lo, hi]))
+    g.output(g.one("Clip", [x, lo]))
+    feeds = {"x": f32(3, 4), "lo": np.array(low, np.float32), "hi": np.array(high, np.float32)}
+    _same_as_reference(g.model(), feeds, tmp_path)
+
+
+@pytest.mark.parametrize("k", [-7, -1, 0, 2, 9])
+@pytest.mark.parametrize("upper", [1, 0])
+def test_trilu_with_k_fed_at_run_time(k: int, upper: int, tmp_path: Path) -> None:
+    g = Graph(opset=14)
+    x, offset = g.input("x", [2, 4, 6]), g.input("k", [], TensorProto.INT64)
+    g.output(g.one("Trilu", [x, offset], upper=upper))
+    _same_as_reference(g.model(), {"x": f32(2, 4, 6), "k": np.array(k, np.int64)}, tmp_path)

@@ -122,9 +122,16 @@ def lower_leaky_relu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
 def lower_clip(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     x = lw.var(node.input[0])
     attrs = lw.attrs(node)
-    low = lw.require_const(node, 1, "Clip min") if lw.has(node, 1) else attrs.get("min")
-    high = lw.require_const(node, 2, "Clip max") if lw.has(node, 2) else attrs.get("max")
+    low = lw.const(node.input[1]) if lw.has(node, 1) else attrs.get("min")
+    high = lw.const(node.input[2]) if lw.has(node, 2) else attrs.get("max")
     np_type = lw.types.nptype_from_builtin(x.dtype)
+    if (lw.has(node, 1) and low is None) or (lw.has(node, 2) and high is None):
+        # a bound known only at run time: max then min, which gives max where min > max, as ONNX
+        result = lw.mb.maximum(x=x, y=lw.var(node.input[1])) if lw.has(node, 1) else x
+        upper = lw.var(node.input[2]) if lw.has(node, 2) else None
+        if upper is None:
+            return [lw.mb.identity(x=result, name=lw.name(node))]
+        return [lw.mb.minimum(x=result, y=upper, name=lw.name(node))]
     floating = np.issubdtype(np_type, np.floating)
     if (
         low is not None

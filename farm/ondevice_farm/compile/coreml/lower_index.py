@@ -193,10 +193,19 @@ def lower_trilu(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     dims = lw.static_dims(node.input[0])
     if len(dims) < 2 or dims[-2] is None or dims[-1] is None:
         raise NotLowerable("Trilu needs static sizes of its last two dims")
-    k = int(lw.require_const(node, 1, "Trilu's k").reshape(-1)[0]) if lw.has(node, 1) else 0
-    ones = np.ones((dims[-2], dims[-1]), bool)
-    mask = np.triu(ones, k) if int(lw.attrs(node).get("upper", 1)) else np.tril(ones, k)
+    upper = bool(int(lw.attrs(node).get("upper", 1)))
     zero = np.zeros((), lw.types.nptype_from_builtin(x.dtype))
+    known = lw.const(node.input[1]) if lw.has(node, 1) else np.zeros((), np.int32)
+    if known is None:
+        # k known only at run time: each cell's diagonal (column - row) compared with it
+        rows, columns = np.arange(dims[-2], dtype=np.int32), np.arange(dims[-1], dtype=np.int32)
+        diagonal = columns[None, :] - rows[:, None]
+        k_var = lw.mb.reshape(x=lw.var(node.input[1]), shape=[1, 1])
+        keep = lw.mb.greater_equal(x=diagonal, y=k_var) if upper else lw.mb.less_equal(x=diagonal, y=k_var)
+        return [lw.mb.select(cond=keep, a=x, b=zero, name=lw.name(node))]
+    k = int(known.reshape(-1)[0])
+    ones = np.ones((dims[-2], dims[-1]), bool)
+    mask = np.triu(ones, k) if upper else np.tril(ones, k)
     return [lw.mb.select(cond=mask, a=x, b=zero, name=lw.name(node))]
 
 
