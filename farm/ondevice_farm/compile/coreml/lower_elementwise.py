@@ -1,4 +1,4 @@
-"""ONNX elementwise ops (activations, arithmetic, comparisons, Cast, Where) -> MIL."""
+"""ONNX elementwise ops (activations, arithmetic, comparisons, Where) -> MIL."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ondevice_farm.compile.coreml.lowering import MIL_DTYPES, LowerFn, Lowering, NotLowerable
-from ondevice_farm.compile.coreml.narrow_floats import NARROW_FLOATS, round_to_e8m0, round_to_format
+from ondevice_farm.compile.coreml.lowering import LowerFn, Lowering, NotLowerable
 
 
 def _unary(mil_op: str) -> LowerFn:
@@ -215,41 +214,6 @@ def lower_dropout(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     return [lw.value(node.input[0]), np.ones([d for d in dims if d is not None], bool)]
 
 
-def lower_cast(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
-    attrs = lw.attrs(node)
-    to = int(attrs["to"])
-    fmt = NARROW_FLOATS.get(to)
-    if to == onnx.TensorProto.FLOAT8E8M0:
-        x = lw.var(node.input[0])
-        if lw.dtype_of(node.input[0]) != "fp32":
-            x = lw.mb.cast(x=x, dtype="fp32")
-        round_mode, saturate = str(attrs.get("round_mode", "up")), bool(int(attrs.get("saturate", 1)))
-        if round_mode not in ("up", "down", "nearest"):
-            raise NotLowerable(f"Cast round_mode {round_mode!r} is not one of up, down, nearest")
-        return [round_to_e8m0(lw.mb, x, round_mode=round_mode, saturate=saturate, name=lw.name(node))]
-    if fmt is not None:
-        # held in fp32, rounded to the type's values; `saturate` is float8's alone (float4 and
-        # bfloat16 casts are plain conversions)
-        saturate = bool(int(attrs.get("saturate", 1))) and fmt.name.startswith("float8")
-        x = lw.var(node.input[0])
-        if lw.dtype_of(node.input[0]) != "fp32":
-            x = lw.mb.cast(x=x, dtype="fp32")
-        return [round_to_format(lw.mb, x, fmt, saturate=saturate, name=lw.name(node))]
-    if to not in MIL_DTYPES:
-        raise NotLowerable(f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to)} is not supported")
-    if to in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4, onnx.TensorProto.INT2, onnx.TensorProto.UINT2):
-        # held in int32, a cast would keep values the type cannot hold, where ONNX leaves the
-        # result undefined (its reference gives 0); QuantizeLinear to these types saturates instead
-        raise NotLowerable(
-            f"cast to {onnx.helper.tensor_dtype_to_np_dtype(to)} is not supported (out-of-range values "
-            "are undefined in ONNX; QuantizeLinear to it saturates and is lowered)"
-        )
-    dtype = MIL_DTYPES[to]
-    if lw.dtype_of(node.input[0]) == dtype:
-        return [lw.value(node.input[0])]
-    return [lw.mb.cast(x=lw.var(node.input[0]), dtype=dtype, name=lw.name(node))]
-
-
 def lower_where(lw: Lowering, node: onnx.NodeProto) -> Sequence[Any]:
     cond = lw.var(node.input[0])
     a, b = binary_operands(lw, node.input[1], node.input[2])
@@ -387,6 +351,5 @@ ELEMENTWISE_LOWERINGS: dict[str, LowerFn] = {
     "Mean": lower_mean,
     "Identity": lower_identity,
     "Dropout": lower_dropout,
-    "Cast": lower_cast,
     "Where": lower_where,
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ondevice_farm.compile.coreml.lower_attention import TRANSFORMER_LOWERINGS
+from ondevice_farm.compile.coreml.lower_cast import CAST_LOWERINGS
 from ondevice_farm.compile.coreml.lower_control import CONTROL_LOWERINGS
 from ondevice_farm.compile.coreml.lower_einsum import EINSUM_LOWERINGS
 from ondevice_farm.compile.coreml.lower_elementwise import ELEMENTWISE_LOWERINGS
@@ -20,6 +21,7 @@ def lowering_table() -> dict[str, LowerFn]:
     """ONNX op type -> lowering function (a fresh dict: callers may narrow it)."""
     return {
         **ELEMENTWISE_LOWERINGS,
+        **CAST_LOWERINGS,
         **NN_LOWERINGS,
         **NORM_LOWERINGS,
         **TENSOR_LOWERINGS,
