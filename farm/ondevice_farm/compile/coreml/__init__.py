@@ -10,6 +10,7 @@ coremltools is imported only inside the functions that need it (extra `ondevice-
     executor    run a MIL program in numpy       kernels   numpy kernels for missing ops
     drift       predict_drift                    placement MLComputePlan (macOS only)
     qoperator   QLinear ops rewritten to QDQ     lower_control  If/Loop left after folding
+    narrow_floats  float8/bfloat16/float4 held in fp32, their rounding as MIL ops
 """
 
 from __future__ import annotations
