@@ -90,8 +90,11 @@ def compile_command(
             export_dir=home.torch / "exports",
             reference_dir=home.torch / "references",
         )
-        info, input_shapes, onnx_path = source.info, source.shapes, source.export.path
         wanted = with_torch_routes(wanted)
+        # without an ONNX export: the export's error where no target converts the checkpoint
+        source.require_runnable(wanted)
+        info, input_shapes = source.info, source.shapes
+        onnx_path = source.export.path if source.export is not None else source.info.path
     else:
         info = inspect_model(model)
         input_shapes = resolve_shapes(info, parse_shapes(shapes))
@@ -106,6 +109,8 @@ def compile_command(
     failed: list[str] = []
     for target in wanted:
         try:
+            if source is not None:  # a target built from an ONNX export the checkpoint lacks
+                source.check_target(target)
             artifact = compile_for_target(
                 onnx_path,
                 target,

@@ -64,20 +64,24 @@ def compile_all(
         size_mb = tree_size_bytes(prepared.info.path) / 1e6
         progress.stage(f"storing the model folder {prepared.info.name} ({size_mb:.1f} MB)")
         return {t: folder_artifact(prepared, t, store) for t in sorted({t for _, t in prepared.plan})}
-    # the source model too, under its own hash: `farm report` finds it there after the user's
-    # copy has moved, for op alignment and the pre-flight comparison
-    store.put(prepared.info.path, "model.onnx")
+    pytorch = prepared.torch
+    if pytorch is None or pytorch.export is not None:
+        # the source model too, under its own hash: `farm report` finds it there after the user's
+        # copy has moved, for op alignment and the pre-flight comparison (both read ONNX)
+        store.put(prepared.info.path, "model.onnx")
     compiled: dict[Target, CompiledArtifact | FarmError] = {}
     for target in sorted({t for _, t in prepared.plan}):
         progress.stage(f"compiling for {target}")
         try:
+            if pytorch is not None:  # a target built from an ONNX export the checkpoint lacks
+                pytorch.check_target(target)
             compiled[target] = compile_for_target(
                 prepared.info.path,
                 target,
                 store,
                 input_shapes=prepared.shapes,
                 coreml_precision=request.coreml_precision,
-                source=prepared.torch.checkpoint if prepared.torch is not None else None,
+                source=pytorch.checkpoint if pytorch is not None else None,
                 coreml_quantization=request.coreml_quantization,
                 cache=OrtCompileCache(home.compiled, prepared.info.sha256),
             )
@@ -327,9 +331,13 @@ def submit_on(
         with lease.placing():
             planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
             lease.hold_artifacts(home.artifacts, planned_artifacts([planned]))
-        if prepared.torch is not None:
+        if prepared.torch is not None and prepared.torch.export is not None:
             progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
             document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
+        elif prepared.torch is not None:  # no ONNX: neither its check on ORT nor the ONNX route
+            document["model"]["source"]["routes"] = {
+                "error": "the ONNX export refused the checkpoint: no ONNX route"
+            }
         with (
             run_store(client.embedded, client.fleet, store or home.store_path) as results,
             recorded_run(results, run_id, "submit", document) as rec,

@@ -91,7 +91,8 @@ class Prepared:
     inputs: dict[str, np.ndarray]
     #: the model whose host outputs are the reference: `info` unless --reference names another
     reference_info: ModelInfo | None = None
-    #: the checkpoint, its ONNX export and eager reference, where the source is PyTorch
+    #: the checkpoint, its ONNX export (or the export's refusal) and eager reference, where the
+    #: source is PyTorch
     torch: TorchSource | None = None
     #: a generation job's token ids and counts (`SubmitRequest.generate`)
     generation: GenerationPlan | None = None
@@ -169,6 +170,8 @@ def prepare(
                 "--reference takes an ONNX model; a PyTorch checkpoint is its own reference (eager fp32)"
             )
         source = _ingest_torch(request)
+        # without an ONNX export, only targets that convert the checkpoint itself can run
+        source.require_runnable([t for _, t in plan])
         return Prepared(source.info, selectors, plan, source.shapes, source.inputs, torch=source)
     plan = _onnx_plan(request, plan)
     info = inspect_model_cached(request.model_path, request.model_cache)
@@ -185,6 +188,8 @@ def prepare(
 
 def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dict[str, Any]:
     info = prepared.info
+    # a checkpoint torch.onnx.export refused has no ONNX graph: no opset, no node count
+    onnx = prepared.torch is None or prepared.torch.export is not None
     return {
         "run_id": run_id,
         "kind": "submit",
@@ -192,8 +197,8 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
             "name": info.name,
             "sha256": info.sha256,
             "path": str(info.path),
-            "opset": info.opset,
-            "nodes": info.node_count,
+            "opset": info.opset if onnx else None,
+            "nodes": info.node_count if onnx else None,
             "inputs": [
                 {"name": n, "shape": list(s), "dtype": str(prepared.inputs[n].dtype)}
                 for n, s in prepared.shapes.items()

@@ -121,6 +121,8 @@ def locate_model(
     if model_path is not None and model_path.is_file():
         return model_path
     model = run.get("model") or {}
+    if "refused" in ((model.get("source") or {}).get("onnx_export") or {}):
+        return None  # a checkpoint torch.onnx.export refused: its path is no ONNX graph to align
     expected = str(model.get("sha256") or "")
     recorded = model.get("path")
     if recorded and expected and Path(recorded).is_file() and _holds(Path(recorded), expected):

@@ -6,7 +6,7 @@ from html import escape
 from typing import Any
 
 from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
-from ondevice_farm.reports.routes import ROUTE_COLUMNS, export_row, route_cells
+from ondevice_farm.reports.routes import ROUTE_COLUMNS, export_row, onnx_export_text, route_cells
 
 
 def _row(cells: list[str]) -> str:
@@ -18,8 +18,7 @@ def routes_section(source: dict[str, Any]) -> str:
     intro = (
         f"<p>Checkpoint {escape(str(source.get('path')))} ({escape(str(source.get('format')))}, sha256 "
         f"{escape(str(source.get('sha256'))[:12])}, torch {escape(str(source.get('torch_version')))}); "
-        f"reference: {escape(str(source.get('reference')))}; ONNX by the "
-        f"{escape(str(export.get('exporter')))} exporter"
+        f"reference: {escape(str(source.get('reference')))}; {escape(onnx_export_text(export))}"
         + "".join(f"; not used: {escape(r)}" for r in export.get("fallbacks") or [])
         + ".</p>"
     )

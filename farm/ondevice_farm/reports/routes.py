@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
@@ -19,12 +20,19 @@ def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> 
     return "-" if not values else f"{pick(values):.3g}"
 
 
+def onnx_export_text(export: dict[str, Any]) -> str:
+    """How the checkpoint became ONNX, or the export's refusal (then no target reads ONNX)."""
+    if "refused" in export:
+        return f"no ONNX: torch.onnx.export refused it ({export['refused']})"
+    return f"ONNX by the {export.get('exporter')} exporter, opset {export.get('opset')}"
+
+
 def print_source(console: Console, source: dict[str, Any]) -> None:
     export = source.get("onnx_export") or {}
     console.print(
-        f"[bold]PyTorch source[/bold] {source.get('path')} ({source.get('format')}, sha256 "
+        f"[bold]PyTorch source[/bold] {escape(str(source.get('path')))} ({source.get('format')}, sha256 "
         f"{str(source.get('sha256'))[:12]}, torch {source.get('torch_version')}); "
-        f"ONNX by the {export.get('exporter')} exporter, opset {export.get('opset')}"
+        + escape(onnx_export_text(export))
     )
     for reason in export.get("fallbacks") or []:
         console.print(f"  [dim]not used: {reason}[/dim]")

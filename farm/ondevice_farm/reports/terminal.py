@@ -228,10 +228,11 @@ def render_run(
     header = Text()
     header.append(f"run {document['run_id']}", style="bold")
     header.append(f"  status {document.get('status', '?')}\n")
-    header.append(
-        f"model {model['name']} (sha256 {model['sha256'][:12]}, opset {model['opset']}, "
-        f"{model['nodes']} nodes)\n"
+    # a checkpoint torch.onnx.export refused has no ONNX graph to count
+    graph = (
+        "no ONNX export" if model.get("opset") is None else f"opset {model['opset']}, {model['nodes']} nodes"
     )
+    header.append(f"model {model['name']} (sha256 {model['sha256'][:12]}, {graph})\n")
     summary = summary_table(document["jobs"])
     tables = [summary] if wide else fit_table(console, summary, console.width)
     parts: list[Any] = [header, *tables]

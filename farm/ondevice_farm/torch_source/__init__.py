@@ -5,7 +5,7 @@ torch is imported only inside these modules' functions (extra `ondevice-farm[tor
     runtime      import torch, or say how to install the CPU build
     checkpoint   load a checkpoint, name and shape its inputs
     eager        the reference: the checkpoint itself, eager fp32 on the host CPU
-    onnx_export  torch.onnx.export (dynamo, else TorchScript), cached
+    onnx_export  torch.onnx.export (dynamo, else TorchScript), cached; or its one-line refusal
     ingest       all of the above for one submission: TorchSource
     routes       both CoreML routes side by side, predicted on the host
 

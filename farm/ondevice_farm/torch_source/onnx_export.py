@@ -4,7 +4,9 @@ The dynamo exporter (torch.export -> ONNX through onnxscript) is tried first on 
 ExportedProgram; where it cannot run (onnxscript missing, an op it cannot translate) the
 TorchScript exporter traces the program's module instead. A TorchScript `.pt` goes to the
 TorchScript exporter directly: the dynamo exporter takes an nn.Module or an ExportedProgram,
-not a ScriptModule. The record says which exporter ran and why the other did not.
+not a ScriptModule. The record says which exporter ran and why the other did not. Where neither
+can take the checkpoint, `OnnxExportRefused` says why in one line: ingest keeps going without ONNX
+for the targets that convert the checkpoint itself.
 
 Exports are cached by checkpoint hash, input shapes and torch version, so a re-submission of
 the same checkpoint compiles and is referenced against the same ONNX file.
@@ -12,17 +14,13 @@ the same checkpoint compiles and is referenced against the same ONNX file.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
-import io
 import json
-import logging
 import os
+import re
 import shutil
 import tempfile
-import warnings
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ import numpy as np
 
 from ondevice_farm.errors import ModelError, install_hint
 from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
+from ondevice_farm.torch_source.program import named_op, quiet_converters
 from ondevice_farm.torch_source.runtime import import_torch
 
 DEFAULT_ONNX_OPSET = 18
@@ -40,6 +39,32 @@ DYNAMO_NEEDS_ONNXSCRIPT = f"{DYNAMO}: onnxscript is not installed"
 DYNAMO_NEEDS_PROGRAM = f"{DYNAMO}: takes an nn.Module or ExportedProgram, not a TorchScript module"
 EXPORT_FILE = "model.onnx"
 RECORD_FILE = "export.json"
+#: what the hints offer where there is no ONNX: the targets whose converters read the checkpoint
+WITHOUT_ONNX = "executorch/*, litert/* and coreml-torch/* targets convert the checkpoint without ONNX"
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: how the dynamo exporter spells the op it has no ONNX function for
+_OVERLOAD = re.compile(r"<OpOverload\(op='([^']+)', overload='([^']+)'\)>")
+
+
+class OnnxExportRefused(ModelError):
+    """Neither exporter can take the checkpoint: `reason` is the one line without the path, `op`
+    the ATen op it names (where it names one)."""
+
+    def __init__(
+        self, message: str, *, reason: str = "", op: str | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason or message
+        self.op = op
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # crosses Ray's process boundary with the prepared submission: keep reason and op
+        return (_rebuild_refusal, (self.message, self.reason, self.op, self.hint))
+
+
+def _rebuild_refusal(message: str, reason: str, op: str | None, hint: str) -> OnnxExportRefused:
+    return OnnxExportRefused(message, reason=reason, op=op, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -73,24 +98,12 @@ def _cache_key(checkpoint: TorchCheckpoint, inputs: dict[str, np.ndarray], opset
     return digest.hexdigest()[:32]
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The exporters print progress and deprecation chatter; none of it is the user's business."""
-    names = ("torch.onnx", "torch.export", "onnxscript")
-    levels = {name: logging.getLogger(name).level for name in names}
-    for name in names:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
-
-
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    # the dynamo exporter wraps the error that names the op (its DispatchError) in two
+    # ConversionErrors whose text is generic advice: the innermost cause is the reason
+    while exc.__cause__ is not None and type(exc).__module__.startswith("torch.onnx"):
+        exc = exc.__cause__
+    text = _OVERLOAD.sub(r"\1.\2", _ANSI.sub("", str(exc))).strip()
     # the TorchScript exporter follows its reason with the whole graph node ("[Caused by ...")
     first = text.splitlines()[0].split(" [Caused by", 1)[0].strip() if text else ""
     return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
@@ -106,12 +119,12 @@ class _ExportFailed(Exception):
         self.fallbacks = fallbacks
 
 
-def _failure(checkpoint: TorchCheckpoint, failed: _ExportFailed) -> ModelError:
+def _failure(checkpoint: TorchCheckpoint, failed: _ExportFailed) -> OnnxExportRefused:
     """One line that says which exporter ran and why the other did not; a hint with what to
     install or try, by that reason."""
     ran = f"the {failed.exporter} exporter failed: {_first_line(failed.cause)}"
     before = "; ".join(f.removeprefix(f"{DYNAMO}: ") for f in failed.fallbacks)
-    without_onnx = "coreml-torch/* targets convert the checkpoint without ONNX"
+    without_onnx = WITHOUT_ONNX
     if DYNAMO_NEEDS_ONNXSCRIPT in failed.fallbacks:
         why, hint = (
             f"the {DYNAMO} did not run: onnxscript is not installed",
@@ -130,7 +143,13 @@ def _failure(checkpoint: TorchCheckpoint, failed: _ExportFailed) -> ModelError:
             f"the {DYNAMO} failed first ({before})" if before else f"the {DYNAMO} was not tried",
             f"{without_onnx}; or export it to ONNX yourself (torch.onnx.export) and submit the .onnx",
         )
-    return ModelError(f"{checkpoint.path}: torch.onnx.export cannot export it: {ran}; {why}", hint=hint)
+    reason = f"{ran}; {why}"
+    return OnnxExportRefused(
+        f"{checkpoint.path}: torch.onnx.export cannot export it: {reason}",
+        reason=reason,
+        op=named_op(failed.cause),
+        hint=hint,
+    )
 
 
 def _export(
@@ -147,7 +166,7 @@ def _export(
             fallbacks.append(DYNAMO_NEEDS_ONNXSCRIPT)
         else:
             try:
-                with _quiet():
+                with quiet_converters("torch.onnx", "onnxscript"):
                     torch.onnx.export(
                         checkpoint.loaded,
                         args,
@@ -167,11 +186,11 @@ def _export(
         if checkpoint.kind == "exported_program":
             # the TorchScript exporter cannot take the program's GraphModule (it calls .train());
             # a trace of it is an ordinary ScriptModule
-            with _quiet():
+            with quiet_converters("torch.onnx", "onnxscript"):
                 module = torch.jit.trace(checkpoint.module(), args, check_trace=False)
         else:
             module = checkpoint.module()
-        with _quiet():
+        with quiet_converters("torch.onnx", "onnxscript"):
             torch.onnx.export(
                 module,
                 args,
@@ -194,7 +213,7 @@ def export_onnx(
     *,
     opset: int = DEFAULT_ONNX_OPSET,
 ) -> OnnxExport:
-    """The checkpoint as ONNX (cached); ModelError where neither exporter can take it."""
+    """The checkpoint as ONNX (cached); OnnxExportRefused where neither exporter can take it."""
     folder = cache_dir / _cache_key(checkpoint, inputs, opset)
     record = folder / RECORD_FILE
     if record.exists():
@@ -217,9 +236,12 @@ def export_onnx(
         except _ExportFailed as failed:  # the ONNX route is closed for this model
             raise _failure(checkpoint, failed) from None
         except Exception as exc:  # torch itself failed before any exporter ran
-            raise ModelError(
-                f"{checkpoint.path}: torch.onnx.export cannot export it: {_first_line(exc)}",
-                hint="coreml-torch/* targets convert the checkpoint without ONNX",
+            reason = _first_line(exc)
+            raise OnnxExportRefused(
+                f"{checkpoint.path}: torch.onnx.export cannot export it: {reason}",
+                reason=reason,
+                op=named_op(exc),
+                hint=WITHOUT_ONNX,
             ) from None
         done = OnnxExport(folder / EXPORT_FILE, exporter, opset, names, fallbacks)
         (staging / RECORD_FILE).write_text(json.dumps(done.to_dict()), encoding="utf-8")

@@ -53,7 +53,7 @@ def compile_routes(
 
     target = Target("coreml", backend)
     onnx_route = compile_coreml(
-        source.export.path, target, out_dir / "onnx", precision=precision, input_shapes=source.shapes
+        source.onnx_path(), target, out_dir / "onnx", precision=precision, input_shapes=source.shapes
     )
     try:
         torch_route: CompiledArtifact | FarmError = compile_coreml_torch(
@@ -78,7 +78,7 @@ def route_study(source: TorchSource, precision: str = "fp16") -> dict[str, Any]:
         onnx_route, torch_route = compile_routes(source, STUDY_BACKEND, Path(tmp), precision)
         predicted: dict[str, dict[str, Any]] = {}
         try:
-            drift = predict_drift(source.export.path, source.inputs, precision, input_shapes=source.shapes)
+            drift = predict_drift(source.onnx_path(), source.inputs, precision, input_shapes=source.shapes)
             renamed = dict(zip(source.eager, drift.values(), strict=False))
             predicted["onnx"] = {"provenance": "predicted", "outputs": _diffs(source.eager, renamed)}
         except FarmError as exc:
