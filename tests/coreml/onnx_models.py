@@ -101,7 +101,7 @@ def mobilenet_block_stack(batch: Any = 1) -> onnx.ModelProto:
         var = g.const(rng.uniform(0.5, 1.5, cout).astype(np.float32))
         y = g.one("BatchNormalization", [y, scale, bias, mean, var], epsilon=1e-5)
         if act:
-            y = g.one("Clip", [y, g.const(np.float32(0.0)), g.const(np.float32(6.0))])
+            y = g.one("Clip", [y, g.const(np.array(0.0, np.float32)), g.const(np.array(6.0, np.float32))])
         return y
 
     def inverted(x: str, cin: int, cout: int, stride: int) -> str:

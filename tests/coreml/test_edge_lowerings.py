@@ -79,7 +79,9 @@ def test_reshape_allowzero_to_an_empty_shape(tmp_path: Path) -> None:
 def _training_dropout(ratio: float) -> onnx.ModelProto:
     g = Graph(opset=22)
     x = g.input("x", [3, 4])
-    y, mask = g.op("Dropout", [x, g.const(np.float32(ratio)), g.const(np.array(True))], n_out=2, seed=0)
+    y, mask = g.op(
+        "Dropout", [x, g.const(np.array(ratio, np.float32)), g.const(np.array(True))], n_out=2, seed=0
+    )
     g.output(y)
     g.output(mask, TensorProto.BOOL)
     return g.model()

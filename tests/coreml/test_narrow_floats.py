@@ -32,6 +32,12 @@ FORMATS = {
 }
 
 
+def _reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """The model's one output by ONNX's reference implementation, in fp32."""
+    (output,) = list(ReferenceEvaluator(model).run(None, feeds))
+    return np.asarray(output).astype(np.float32)
+
+
 def _probes(name: str) -> np.ndarray:
     """Every finite value of the type, the midpoints between neighbours (where ties to even
     decide), the fp32 values either side of each midpoint, and inf, NaN, 0, huge and tiny."""
@@ -77,7 +83,7 @@ def test_cast_rounds_every_value_as_the_reference(name: str, saturate: int, tmp_
         pytest.skip("only float8 casts take `saturate`")
     model = _cast_model(FORMATS[name], saturate if name.startswith("float8") else None)
     x = _probes(name)
-    expected = ReferenceEvaluator(model).run(None, {"x": x})[0].astype(np.float32)
+    expected = _reference(model, {"x": x})
     got = next(iter(predict_drift(save(model, tmp_path), {"x": x}, precision="fp32").values()))
     assert got.dtype == np.float32
     wrong = ~((got == expected) | (np.isnan(got) & np.isnan(expected)))
@@ -111,7 +117,7 @@ def test_an_op_on_bfloat16_rounds_its_result_once(tmp_path: Path) -> None:
     model = g.model()
     rng = np.random.default_rng(0)
     feeds = {name: rng.uniform(0.5, 2, 64).astype(ml_dtypes.bfloat16) for name in ("x", "y")}
-    expected = ReferenceEvaluator(model).run(None, feeds)[0].astype(np.float32)
+    expected = _reference(model, feeds)
     (got,) = predict_drift(save(model, tmp_path), feeds, precision="fp32").values()
     np.testing.assert_array_equal(got, expected)
 
@@ -140,14 +146,15 @@ def _e8m0_probes() -> np.ndarray:
 @pytest.mark.parametrize("round_mode", ["up", "nearest", "down"])
 def test_cast_to_e8m0_rounds_as_the_reference(round_mode: str, saturate: int, tmp_path: Path) -> None:
     g = Graph(opset=24)
-    x = g.input("x", ["n"])
     g.output(
-        g.one("Cast", [x], to=TensorProto.FLOAT8E8M0, round_mode=round_mode, saturate=saturate),
+        g.one(
+            "Cast", [g.input("x", ["n"])], to=TensorProto.FLOAT8E8M0, round_mode=round_mode, saturate=saturate
+        ),
         TensorProto.FLOAT8E8M0,
     )
     model = g.model()
     x = _e8m0_probes()
-    expected = ReferenceEvaluator(model).run(None, {"x": x})[0].astype(np.float32)
+    expected = _reference(model, {"x": x})
     got = next(iter(predict_drift(save(model, tmp_path), {"x": x}, precision="fp32").values()))
     wrong = ~((got == expected) | (np.isnan(got) & np.isnan(expected)))
     assert not wrong.any(), [

@@ -42,7 +42,7 @@ def test_quantize_to_a_narrow_float_rounds_as_the_reference(to: int, saturate: i
     x = g.input("x", [40])
     g.inits.append(_typed_zero(to, 0.5 if to == TensorProto.FLOAT4E2M1 else 0.0))
     attrs = {"saturate": saturate} if to != TensorProto.FLOAT4E2M1 else {}
-    g.output(g.one("QuantizeLinear", [x, g.const(np.float32(0.37)), "zp"], **attrs), to)
+    g.output(g.one("QuantizeLinear", [x, g.const(np.array(0.37, np.float32)), "zp"], **attrs), to)
     feeds = {"x": np.concatenate([np.linspace(-3e4, 3e4, 20), np.linspace(-3, 3, 20)]).astype(np.float32)}
     _same_as_reference(g.model(), feeds, tmp_path)
 
@@ -52,7 +52,7 @@ def test_dequantize_a_narrow_float_input_as_the_reference(source: int, tmp_path:
     g = Graph(opset=23)
     x = g.input("x", [6], source)
     g.inits.append(_typed_zero(source))
-    g.output(g.one("DequantizeLinear", [x, g.const(np.float32(0.5)), "zp"]))
+    g.output(g.one("DequantizeLinear", [x, g.const(np.array(0.5, np.float32)), "zp"]))
     values = np.array([-6, -1.5, 0, 0.5, 3, 6], np.float32)
     _same_as_reference(
         g.model(), {"x": values.astype(onnx.helper.tensor_dtype_to_np_dtype(source))}, tmp_path
@@ -63,7 +63,7 @@ def test_a_nonzero_float8_zero_point_is_refused(tmp_path: Path) -> None:
     g = Graph(opset=23)
     x = g.input("x", [2], TensorProto.FLOAT8E4M3FN)
     g.inits.append(_typed_zero(TensorProto.FLOAT8E4M3FN, 2.0))
-    g.output(g.one("DequantizeLinear", [x, g.const(np.float32(0.5)), "zp"]))
+    g.output(g.one("DequantizeLinear", [x, g.const(np.array(0.5, np.float32)), "zp"]))
     with pytest.raises(CompileError, match="a float8 zero point must be a constant 0"):
         predict_drift(
             save(g.model(), tmp_path), {"x": np.zeros(2, ml_dtypes.float8_e4m3fn)}, precision="fp32"
@@ -92,7 +92,7 @@ def test_a_scale_and_zero_point_known_only_at_run_time(tmp_path: Path) -> None:
     q = g.one("QuantizeLinear", [x, scale, zero])
     g.output(q, TensorProto.UINT8)
     g.output(g.one("DequantizeLinear", [q, scale, zero]))
-    feeds = {
+    feeds: dict[str, np.ndarray] = {
         "x": np.array([[-1, 0, 0.3], [0.7, 1.1, 9]], np.float32),
         "scale": np.array(0.02, np.float32),
         "zero": np.array(60, np.uint8),
