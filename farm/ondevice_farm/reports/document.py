@@ -112,6 +112,12 @@ def _column_dict(column: Column) -> dict[str, Any]:
     }
 
 
+def onnx_refused(run: dict[str, Any]) -> bool:
+    """Whether the run's PyTorch checkpoint has no ONNX export (torch.onnx.export refused it)."""
+    source = (run.get("model") or {}).get("source") or {}
+    return "refused" in (source.get("onnx_export") or {})
+
+
 def locate_model(
     run: dict[str, Any], model_path: Path | None = None, artifacts_root: Path | None = None
 ) -> Path | None:
@@ -120,9 +126,9 @@ def locate_model(
     source graph)."""
     if model_path is not None and model_path.is_file():
         return model_path
+    if onnx_refused(run):
+        return None  # the run's model is the checkpoint itself: no ONNX graph to align
     model = run.get("model") or {}
-    if "refused" in ((model.get("source") or {}).get("onnx_export") or {}):
-        return None  # a checkpoint torch.onnx.export refused: its path is no ONNX graph to align
     expected = str(model.get("sha256") or "")
     recorded = model.get("path")
     if recorded and expected and Path(recorded).is_file() and _holds(Path(recorded), expected):
@@ -195,7 +201,11 @@ def build_report(
     if layers is not None:
         if model is None:
             report.layers = []
-            report.layers_missing = {"run": "the source model is not found: pass --model"}
+            report.layers_missing = {
+                "run": "torch.onnx.export refused the checkpoint: no ONNX graph to cut into layers"
+                if onnx_refused(run)
+                else "the source model is not found: pass --model"
+            }
         else:
             from ondevice_farm.reports.layers import layer_curves
 

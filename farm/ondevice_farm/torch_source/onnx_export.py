@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ondevice_farm.errors import ModelError, install_hint
+from ondevice_farm.model_cache import write_atomically
 from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 from ondevice_farm.torch_source.program import named_op, quiet_converters
 from ondevice_farm.torch_source.runtime import import_torch
@@ -39,6 +40,9 @@ DYNAMO_NEEDS_ONNXSCRIPT = f"{DYNAMO}: onnxscript is not installed"
 DYNAMO_NEEDS_PROGRAM = f"{DYNAMO}: takes an nn.Module or ExportedProgram, not a TorchScript module"
 EXPORT_FILE = "model.onnx"
 RECORD_FILE = "export.json"
+#: beside the exports, `<key>.refused.json`: a refusal is as reproducible as an export, and
+#: both exporters take seconds to refuse again
+REFUSED_SUFFIX = ".refused.json"
 #: what the hints offer where there is no ONNX: the targets whose converters read the checkpoint
 WITHOUT_ONNX = "executorch/*, litert/* and coreml-torch/* targets convert the checkpoint without ONNX"
 
@@ -205,6 +209,17 @@ def _export(
     return "torchscript", fallbacks
 
 
+def _cached_refusal(checkpoint: TorchCheckpoint, data: dict[str, Any]) -> OnnxExportRefused:
+    """A refusal recorded before, told with this checkpoint's path (the same content may move)."""
+    reason = str(data["reason"])
+    return OnnxExportRefused(
+        f"{checkpoint.path}: torch.onnx.export cannot export it: {reason}",
+        reason=reason,
+        op=data.get("op"),
+        hint=data.get("hint"),
+    )
+
+
 def export_onnx(
     checkpoint: TorchCheckpoint,
     inputs: dict[str, np.ndarray],
@@ -213,9 +228,14 @@ def export_onnx(
     *,
     opset: int = DEFAULT_ONNX_OPSET,
 ) -> OnnxExport:
-    """The checkpoint as ONNX (cached); OnnxExportRefused where neither exporter can take it."""
-    folder = cache_dir / _cache_key(checkpoint, inputs, opset)
+    """The checkpoint as ONNX (cached); OnnxExportRefused where neither exporter can take it
+    (cached too)."""
+    key = _cache_key(checkpoint, inputs, opset)
+    folder = cache_dir / key
     record = folder / RECORD_FILE
+    refused = cache_dir / f"{key}{REFUSED_SUFFIX}"
+    if refused.exists():
+        raise _cached_refusal(checkpoint, json.loads(refused.read_text(encoding="utf-8")))
     if record.exists():
         data = json.loads(record.read_text(encoding="utf-8"))
         return OnnxExport(
@@ -234,7 +254,11 @@ def export_onnx(
                 checkpoint, checkpoint.example_args(inputs), names, staging / EXPORT_FILE, opset
             )
         except _ExportFailed as failed:  # the ONNX route is closed for this model
-            raise _failure(checkpoint, failed) from None
+            refusal = _failure(checkpoint, failed)
+            write_atomically(
+                refused, json.dumps({"reason": refusal.reason, "op": refusal.op, "hint": refusal.hint})
+            )
+            raise refusal from None
         except Exception as exc:  # torch itself failed before any exporter ran
             reason = _first_line(exc)
             raise OnnxExportRefused(
