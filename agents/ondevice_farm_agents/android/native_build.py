@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ondevice_farm.artifacts import sha256_file
 from ondevice_farm.errors import FarmError
+from ondevice_farm_agents.android.build_lock import exclusive
 
 REPO = Path(__file__).resolve().parents[3]
 SOURCE_DIR = Path(__file__).resolve().parent / "native"
@@ -194,6 +195,11 @@ def build(
         library, compiler = fetch_aarch64_library(cache_dir), AARCH64_COMPILER
         extra = ["-DCMAKE_SYSTEM_NAME=Linux", "-DCMAKE_SYSTEM_PROCESSOR=aarch64"]
     where = build_root / target
+    with exclusive(where):
+        return _build(target, where, sdk, library, compiler, extra)
+
+
+def _build(target: str, where: Path, sdk: Sdk, library: Path, compiler: str, extra: list[str]) -> RunnerBuild:
     runner_dir = where / "runner"
     stamp = _stamp(target, sdk.headers, library, compiler)
     stamp_file = where / "stamp"

@@ -28,6 +28,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ondevice_farm_agents.android.build_lock import exclusive
 from ondevice_farm_agents.android.native_build import (
     AARCH64_COMPILER,
     DEFAULT_BUILD_ROOT,
@@ -112,11 +113,16 @@ def build(target: str = "linux-x86_64", build_root: Path = DEFAULT_BUILD_ROOT) -
     if target == "linux-aarch64":
         configure += [f"-DCMAKE_CXX_COMPILER={AARCH64_COMPILER}", "-DCMAKE_SYSTEM_NAME=Linux",
                       "-DCMAKE_SYSTEM_PROCESSOR=aarch64"]  # fmt: skip
-    _run(configure, f"configuring the generation runner for {target}")
-    _run(["cmake", "--build", str(out), "-j", "2"], f"building the generation runner for {target}")
-    shutil.copy2(library, out / GENAI_LIBRARY)
+    with exclusive(out):
+        _run(configure, f"configuring the generation runner for {target}")
+        _run(["cmake", "--build", str(out), "-j", "2"], f"building the generation runner for {target}")
+        shutil.copy2(library, out / GENAI_LIBRARY)
     return out / BINARY_NAME
 
 
 if __name__ == "__main__":
-    print(build(sys.argv[1] if len(sys.argv) > 1 else "linux-x86_64"))
+    # `fetch`: the aarch64 library only (scripts/test, before its tests lose the network); else a build
+    if sys.argv[1:] == ["fetch"]:
+        print(fetch_aarch64_genai_library())
+    else:
+        print(build(sys.argv[1] if len(sys.argv) > 1 else "linux-x86_64"))
