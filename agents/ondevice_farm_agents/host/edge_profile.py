@@ -46,14 +46,18 @@ def _warm(raw: list[float]) -> list[float]:
     return raw[DEFAULT_COLD_RUNS:] or raw
 
 
-def _op_type(event: Any) -> str:
+def kernel_op_type(event: Any) -> str:
     """`aten.mean.dim` for a portable kernel (from the ETRecord; else its kernel name `mean.out`);
-    XNNPACK's own op name without its counter (`Convolution (NHWC, F32) IGEMM`) for a delegated one."""
-    op_types = list(getattr(event, "op_types", None) or [])
+    XNNPACK's own op name without its counter (`Convolution (NHWC, F32) IGEMM`) for a delegated one.
+
+    A kernel's debug handle may name several graph nodes (a Linear lowered to `permute_copy` and
+    `addmm` gives `native_call_addmm.out` both): the one whose op the kernel is named after wins."""
+    op_types = [str(t) for t in getattr(event, "op_types", None) or []]
+    kernel = re.sub(r" #\d+$", "", str(event.name)).removeprefix("native_call_")
     if op_types and not event.is_delegated_op:
-        return str(op_types[0])
-    name = str(event.name)
-    return re.sub(r" #\d+$", "", name).removeprefix("native_call_")
+        base = kernel.split(".")[0]  # addmm.out -> addmm; aten.addmm.default names it second
+        return next((t for t in op_types if t.split(".")[1:2] == [base]), op_types[0])
+    return kernel
 
 
 def events_to_ops(event_blocks: Any) -> list[OpTiming]:
@@ -76,7 +80,7 @@ def events_to_ops(event_blocks: Any) -> list[OpTiming]:
             ops.append(
                 OpTiming(
                     name=name if seen[name] == 1 else f"{name} #{seen[name]}",
-                    op_type=_op_type(event),
+                    op_type=kernel_op_type(event),
                     provider=XNNPACK if event.is_delegated_op else PORTABLE,
                     mean_us=statistics.fmean(warm),
                     calls=len(warm),
