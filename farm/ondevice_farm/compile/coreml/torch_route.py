@@ -183,7 +183,7 @@ def convert_checkpoint(
         refusals.append(f"traced module: {_first_line(exc)}")
         raise CompileError(
             f"coremltools' PyTorch frontend refused {checkpoint.path.name}: " + "; ".join(refusals),
-            hint="coreml/* targets take the ONNX route instead",
+            hint="coreml/* targets take the ONNX route instead, where the checkpoint exports to ONNX",
         ) from None
     return TorchConversion(
         model, "traced", _script_ops(module), refusals, notes, time.perf_counter() - started
