@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from .conftest import farm, farm_json, farm_process
+from .pinned_model import X, sample_rate_branch
 
 SCHEMA = json.loads(
     (Path(__file__).resolve().parents[2] / "farm/ondevice_farm/schema/run.schema.json").read_text()
@@ -142,3 +143,29 @@ def test_no_unit_attached_is_a_clear_error(home: Path, model: Path) -> None:
     assert "no unit of host-cpu:no-such-unit is attached" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (home / "results.sqlite").exists()
+
+
+def _stored_reference(home: Path) -> np.ndarray:
+    (path,) = (home / "references").glob("*.npz")
+    with np.load(path) as archive:
+        return np.asarray(archive["y"])
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_fix_pins_the_input_of_the_reference_and_the_job(tmp_path: Path) -> None:
+    """`--fix sr=16000` on a model that branches on sr: the reference takes the 16 kHz branch
+    (x * 2) and the ORT job, checked against it, does too (the seeded sr would take x * 3, and
+    fail the check); the run records the pin. (`--fix sr` from --inputs: test_submit_fix.py.)"""
+    model = sample_rate_branch(tmp_path / "vad_like.onnx")
+    npz = tmp_path / "x.npz"
+    np.savez(npz, x=X)
+    base = ["submit", str(model), "-t", "ort/cpu", "--runs", "2", "--warmup", "0", "--no-profile"]
+    home = tmp_path / "home"
+
+    document = farm_json(home, *base, "--inputs", str(npz), "--fix", "sr=16000")
+
+    jsonschema.validate(document, SCHEMA)
+    (job,) = document["jobs"]
+    assert job["status"] == "ok" and job["reference"]["passed"] is True, job
+    assert document["settings"]["fixed_inputs"] == {"sr": 16000}
+    np.testing.assert_array_equal(_stored_reference(home), X * 2)

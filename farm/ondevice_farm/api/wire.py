@@ -122,6 +122,8 @@ class SubmitOptions:
     #: `--prompt-file`: its name (a `.json` one holds token ids) and its content, sent inline
     prompt_file_name: str | None = None
     prompt_file_text: str | None = None
+    #: `--fix NAME=VALUE` / `--fix NAME` as typed: scalar inputs pinned in the whole run
+    fixes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
@@ -174,7 +176,23 @@ class SubmitOptions:
             sustained_window_s=self.sustained_window_s,
             generate=generate,
             prompt=prompt,
+            fixed_inputs=self._fixed_inputs(inputs_npz),
         )
+
+    def _fixed_inputs(self, inputs_npz: Path | None) -> dict[str, float | None]:
+        """`--fix` parsed; `--fix NAME` alone (None) is given its value from --inputs by `prepare`."""
+        if not self.fixes:  # the lowering's package is not imported for a run that pins nothing
+            return {}
+        from ondevice_farm.compile.coreml.pinning import FIX_HINT, parse_fixes
+
+        fixed = parse_fixes(self.fixes)
+        if inputs_npz is None and None in fixed.values():
+            name = next(n for n, v in fixed.items() if v is None)
+            raise UsageError(
+                f"--fix {name} has no value and no --inputs file gives it; use --fix NAME=VALUE",
+                hint=FIX_HINT,
+            )
+        return fixed
 
     def _generation(self) -> tuple[GenerateSpec | None, PromptSource | None]:
         from ondevice_farm.generate.spec import PromptSource, parse_generate

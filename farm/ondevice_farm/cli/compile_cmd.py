@@ -27,7 +27,8 @@ from ondevice_farm.targets import Target, parse_targets, with_torch_routes
     "--example-inputs",
     "example_inputs",
     type=click.Path(path_type=Path),
-    help="PyTorch checkpoints: .npz of example inputs by name (a TorchScript .pt needs it, or --shape).",
+    help="PyTorch checkpoints: .npz of example inputs by name (a TorchScript .pt needs it, or --shape); "
+    "any model: where --fix NAME takes NAME's value.",
 )
 @click.option("--coreml-precision", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True)
 @click.option(
@@ -41,7 +42,8 @@ from ondevice_farm.targets import Target, parse_targets, with_torch_routes
     "--fix",
     "fixes",
     multiple=True,
-    help="CoreML targets: pin a scalar input to a value (sr=16000), so the Ifs and shapes it decides fold.",
+    help="CoreML targets: pin a scalar input to a value (sr=16000; NAME alone: its value in "
+    "--example-inputs), so the Ifs and shapes it decides fold.",
 )
 @click.option(
     "--report-only",
@@ -72,7 +74,7 @@ def compile_command(
     from ondevice_farm.model import inspect_model
     from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
-    fixed_inputs = parse_fixes(fixes)
+    fixed_inputs = compile_fixes(fixes, example_inputs)
     wanted = parse_targets(targets)
     if not wanted:
         raise UsageError("--targets is empty")
@@ -216,16 +218,22 @@ def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], rou
         print_routes(console, backend, comparison)
 
 
-def parse_fixes(fixes: tuple[str, ...]) -> dict[str, float]:
-    """`--fix NAME=VALUE` options as {name: value}; a malformed one is a UsageError."""
-    pinned: dict[str, float] = {}
-    for fix in fixes:
-        name, sep, value = fix.partition("=")
+def compile_fixes(fixes: tuple[str, ...], example_inputs: Path | None) -> dict[str, float]:
+    """`--fix` as the CoreML compile takes it: `--fix NAME` alone takes NAME's value from
+    `--example-inputs` (as `farm submit --fix NAME` takes it from `--inputs`)."""
+    if not fixes:  # no numpy, onnx or lowering imported for a compile that pins nothing
+        return {}
+    import numpy as np
+
+    from ondevice_farm.compile.coreml.pinning import fixes_from_inputs, parse_fixes
+
+    parsed = parse_fixes(fixes)
+    given: dict[str, Any] = {}
+    if example_inputs is not None and None in parsed.values():
         try:
-            number = float(value)
-        except ValueError:
-            number = None
-        if not sep or not name or number is None:
-            raise UsageError(f"--fix {fix!r} is not NAME=VALUE with a number", hint="e.g. --fix sr=16000")
-        pinned[name] = number
-    return pinned
+            with np.load(example_inputs, allow_pickle=False) as archive:
+                given = {name: archive[name] for name in archive.files}
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--example-inputs {example_inputs}: not a readable .npz file ({exc})") from None
+    source = None if example_inputs is None else f"--example-inputs {example_inputs}"
+    return fixes_from_inputs(parsed, given, source)

@@ -130,6 +130,14 @@ def reference_failure(jobs: list[dict[str, Any]]) -> ReferenceCheckError | None:
     help="QDQ models on CoreML: keep 8-bit weights and activations, or fold them to float.",
 )
 @click.option(
+    "--fix",
+    "fixes",
+    multiple=True,
+    help="Pin a scalar input to a value for the whole run (sr=16000; NAME alone: its value in "
+    "--inputs): the reference and every target run with it, and CoreML targets fold the Ifs and "
+    "shapes it decides.",
+)
+@click.option(
     "--address",
     help="A running `farm serve`: its submit API, http://HOST:PORT (the fast path), or its Ray "
     "address, HOST:PORT (default: $RAY_ADDRESS, else an embedded local Ray).",
@@ -203,6 +211,7 @@ def submit(
     no_profile: bool,
     coreml_precision: str,
     coreml_quantization: str,
+    fixes: tuple[str, ...],
     address: str | None,
     embedded: bool,
     adb: tuple[str, ...],
@@ -238,6 +247,7 @@ def submit(
         generate=generate,
         prompt_file_name=None if prompt_file is None else prompt_file.name,
         prompt_file_text=None if prompt_file is None else prompt_file.read_text(),
+        fixes=fixes,
     )
     address = address or os.environ.get("RAY_ADDRESS") or None
     if embedded and address is not None:

@@ -84,6 +84,7 @@ def compile_all(
                 source=pytorch.checkpoint if pytorch is not None else None,
                 coreml_quantization=request.coreml_quantization,
                 cache=OrtCompileCache(home.compiled, prepared.info.sha256),
+                coreml_fixed_inputs=prepared.fixed_inputs or None,
             )
         except FarmError as exc:
             compiled[target] = exc
@@ -96,7 +97,7 @@ def run_request(request: SubmitRequest, prepared: Prepared, artifact: CompiledAr
         artifact=artifact.path,
         artifact_sha256=artifact.sha256,
         target=artifact.target,
-        inputs=prepared.inputs,
+        inputs=job_inputs(prepared, artifact),
         warmup=request.warmup,
         runs=request.runs,
         repeats=request.repeats,
@@ -109,6 +110,16 @@ def run_request(request: SubmitRequest, prepared: Prepared, artifact: CompiledAr
         io_names=artifact.io_names,
         generation=prepared.generation,
     )
+
+
+def job_inputs(prepared: Prepared, artifact: CompiledArtifact) -> dict[str, np.ndarray]:
+    """The inputs an artifact takes: a `--fix` input the CoreML lowering made a constant is no
+    input of its ML Program (the iOS runner refuses a job naming a feature the model lacks);
+    ONNX Runtime artifacts take every input, the pinned ones at their pinned value."""
+    if not prepared.fixed_inputs or artifact.io_names is None:
+        return prepared.inputs
+    taken = {feature.onnx_name for feature in artifact.io_names.inputs}
+    return {n: a for n, a in prepared.inputs.items() if n in taken or n not in prepared.fixed_inputs}
 
 
 @dataclass

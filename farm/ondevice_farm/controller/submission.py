@@ -78,6 +78,9 @@ class SubmitRequest:
     generate: GenerateSpec | None = None
     #: a generation job's prompt (`--prompt-file`) instead of seeded synthetic token ids
     prompt: PromptSource | None = None
+    #: `--fix`: scalar inputs pinned to a value for the whole run (the reference, every target's
+    #: inputs, the CoreML lowering's constants); None: the value `inputs_npz` holds
+    fixed_inputs: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,6 +99,8 @@ class Prepared:
     torch: TorchSource | None = None
     #: a generation job's token ids and counts (`SubmitRequest.generate`)
     generation: GenerationPlan | None = None
+    #: `--fix`: each pinned input's value, also in `inputs`; the CoreML compiles fold it
+    fixed_inputs: dict[str, float] = field(default_factory=dict)
 
     @property
     def reference_source(self) -> ModelInfo:
@@ -154,6 +159,14 @@ def prepare(
         raise UsageError("--attempts must be at least 1")
     selectors = parse_devices(request.devices, profiles, attached)
     check_targets(selectors, profiles, request.targets)
+    if request.fixed_inputs and (request.generate is not None or is_torch_checkpoint(request.model_path)):
+        # a checkpoint's eager reference and a generation job's inputs are made elsewhere
+        raise UsageError(
+            "--fix pins an input of an ONNX model; "
+            + ("a generation job" if request.generate is not None else "a PyTorch checkpoint")
+            + " takes none",
+            hint="submit the ONNX model (a checkpoint's ONNX export), or give the value with --inputs",
+        )
     if request.generate is not None:
         from ondevice_farm.controller.generation import prepare_generation
 
@@ -176,14 +189,37 @@ def prepare(
     plan = _onnx_plan(request, plan)
     info = inspect_model_cached(request.model_path, request.model_cache)
     shapes = resolve_shapes(info, request.shapes)
-    inputs = seeded_inputs(info, shapes, request.seed)
-    if request.inputs_npz is not None:
-        inputs = load_npz_inputs(request.inputs_npz, info, inputs)
+    given = {} if request.inputs_npz is None else load_npz_inputs(request.inputs_npz, info, {})
+    inputs = {**seeded_inputs(info, shapes, request.seed), **given}
+    fixed = _pin_inputs(request, info, shapes, given, inputs)
     reference_info = None
     if request.reference_model is not None:
         reference_info = inspect_model_cached(request.reference_model, request.model_cache)
         check_reference_model(info, reference_info)
-    return Prepared(info, selectors, plan, shapes, inputs, reference_info)
+    return Prepared(info, selectors, plan, shapes, inputs, reference_info, fixed_inputs=fixed)
+
+
+def _pin_inputs(
+    request: SubmitRequest,
+    info: ModelInfo,
+    shapes: dict[str, tuple[int, ...]],
+    given: dict[str, np.ndarray],
+    inputs: dict[str, np.ndarray],
+) -> dict[str, float]:
+    """`--fix`: each pinned input's value replaces its generated (or --inputs) array in `inputs`,
+    so the reference and every target run with the value the CoreML lowering folds; the checks
+    are the lowering's own, run before anything is compiled or stored."""
+    if not request.fixed_inputs:
+        return {}
+    from ondevice_farm.compile.coreml.pinning import check_pinned_names, fixes_from_inputs, pinned_array
+
+    check_pinned_names(request.fixed_inputs, [spec.name for spec in info.inputs])
+    source = None if request.inputs_npz is None else f"--inputs {request.inputs_npz.name}"
+    fixed = fixes_from_inputs(request.fixed_inputs, given, source)
+    dtypes = {spec.name: np.dtype(spec.dtype) for spec in info.inputs}
+    for name, value in fixed.items():
+        inputs[name] = pinned_array(name, value, shapes[name], dtypes[name])
+    return fixed
 
 
 def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dict[str, Any]:
@@ -216,6 +252,12 @@ def run_document(run_id: str, request: SubmitRequest, prepared: Prepared) -> dic
             "targets": None if request.targets is None else [t.name for t in request.targets],
             "reference_model": None if prepared.reference_info is None else str(prepared.reference_info.path),
             "tolerance": _tolerance_setting(request.tolerance),
+            # the value each pinned input had in every job, as its dtype holds it (16000, not 16000.0)
+            **(
+                {"fixed_inputs": {n: prepared.inputs[n].reshape(-1)[0].item() for n in prepared.fixed_inputs}}
+                if prepared.fixed_inputs
+                else {}
+            ),
             **({"generate": request.generate.text()} if request.generate is not None else {}),
         },
     }

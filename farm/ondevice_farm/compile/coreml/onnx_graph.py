@@ -11,7 +11,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from ondevice_farm.compile.coreml.narrow_floats import HELD_IN_FP32_NAMES
-from ondevice_farm.errors import ModelError, UsageError
+from ondevice_farm.compile.coreml.pinning import check_pinned_names, pinned_array
+from ondevice_farm.errors import ModelError
 
 #: the opsets the lowering is written and tested against
 MIN_OPSET = 13
@@ -156,25 +157,12 @@ def with_fixed_inputs(model: onnx.ModelProto, fixed: dict[str, float]) -> onnx.M
     shapes that depend on it; it is no longer an input of the compiled program.
     """
     inputs = {info.name: info for info in graph_inputs(model)}
-    unknown = sorted(set(fixed) - set(inputs))
-    if unknown:
-        raise UsageError(
-            f"--fix names {', '.join(unknown)}, which the model does not have as an input",
-            hint=f"the model's inputs are: {', '.join(sorted(inputs))}",
-        )
+    check_pinned_names(fixed, inputs)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for name, value in fixed.items():
         info = inputs[name]
-        if not all(d == 1 for d in info.shape):
-            raise UsageError(
-                f"--fix {name}: only a scalar (or single-element) input can be pinned; "
-                f"{name} has shape {list(info.shape)}"
-            )
-        dtype = helper.tensor_dtype_to_np_dtype(info.elem_type)
-        pinned = np.full([int(d) for d in info.shape], value).astype(dtype)
-        if dtype.kind in "iub" and float(pinned.reshape(-1)[0]) != float(value):
-            raise UsageError(f"--fix {name}={value:g}: {name} is {dtype.name}, which cannot hold it")
+        pinned = pinned_array(name, value, info.shape, helper.tensor_dtype_to_np_dtype(info.elem_type))
         copy.graph.initializer.append(onnx.numpy_helper.from_array(pinned, name))
     kept = [vi for vi in copy.graph.input if vi.name not in fixed]
     del copy.graph.input[:]
