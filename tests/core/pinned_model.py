@@ -9,18 +9,20 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+WIDTH = 16
 #: a fed `x`: the branch taken shows in the output
-X = np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)
+X = np.linspace(-2.0, 3.0, WIDTH, dtype=np.float32).reshape(1, WIDTH)
 
 
 def _branch(name: str, factor: float) -> onnx.GraphProto:
-    """x * factor, x read from the outer scope."""
+    """x * factor, x read from the outer scope. The factor is a vector: a CoreML package whose
+    weights folder is empty does not reach the iOS stand-in whole (only files are pushed)."""
     return helper.make_graph(
         [helper.make_node("Mul", ["x", f"{name}_factor"], [f"{name}_out"])],
         name,
         [],
-        [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [1, 4])],
-        [onnx.numpy_helper.from_array(np.array(factor, np.float32), f"{name}_factor")],
+        [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [1, WIDTH])],
+        [onnx.numpy_helper.from_array(np.full(WIDTH, factor, np.float32), f"{name}_factor")],
     )
 
 
@@ -35,10 +37,10 @@ def sample_rate_branch(path: Path) -> Path:
         ],
         "sample_rate_branch",
         [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, WIDTH]),
             helper.make_tensor_value_info("sr", TensorProto.INT64, []),
         ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, WIDTH])],
         [onnx.numpy_helper.from_array(np.array(16000, np.int64), "rate")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -106,7 +106,7 @@ def test_a_coreml_job_is_not_sent_the_input_its_program_folded(vad_like: Path) -
     prepared = prepare(request, load_profiles())
     # the CoreML compile's I/O map: `sr` is a constant of the ML Program, not one of its inputs
     program = IoNameMap(
-        inputs=(Feature("x", "x", "float32", (1, 4)),), outputs=(Feature("y", "y", "float32", (1, 4)),)
+        inputs=(Feature("x", "x", "float32", (1, 16)),), outputs=(Feature("y", "y", "float32", (1, 16)),)
     )
 
     coreml_job = run_request(request, prepared, _artifact("coreml/ane", program))
