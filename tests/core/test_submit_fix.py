@@ -122,3 +122,10 @@ def test_farm_submit_refuses_a_bad_pin_before_storing_anything(vad_like: Path, t
     assert result.exit_code == 2
     assert "--fix sr=0.5: sr is int64, which cannot hold it" in result.stderr
     assert not (home / "references").exists() and not (home / "results.sqlite").exists()
+
+
+def test_a_checkpoint_takes_no_pin(tmp_path: Path) -> None:
+    # its eager reference is computed from inputs the ingest makes: a pin would miss it
+    request = _request(tmp_path / "net.pt2", fixed_inputs={"sr": 16000.0})
+    with pytest.raises(UsageError, match="a PyTorch checkpoint takes none"):
+        prepare(request, load_profiles())
