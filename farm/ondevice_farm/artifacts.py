@@ -131,15 +131,20 @@ def tree_size_bytes(path: Path) -> int:
 def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
     """Only what the content hash covers: the same tree packs to the same bytes on every host."""
     info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-    info.mode = 0o644
+    info.mode = 0o755 if info.isdir() else 0o644
     return info
 
 
 def write_tree_tar(path: Path, out: BinaryIO) -> None:
     """The directory `path` as one uncompressed tar of its files, the same bytes on every host."""
-    # directories come with their files; links are not artifacts
-    files = [f.relative_to(path).as_posix() for f in sorted(path.rglob("*")) if f.is_file()]
-    _write_tar(path, files, out)
+    # directories come with their files, an empty one on its own (an .mlpackage's empty weights
+    # folder, which CoreML looks up); links are not artifacts
+    entries = [
+        f.relative_to(path).as_posix()
+        for f in sorted(path.rglob("*"))
+        if f.is_file() or (f.is_dir() and not f.is_symlink() and not any(f.iterdir()))
+    ]
+    _write_tar(path, entries, out)
 
 
 def write_model_tar(model: Path, out: BinaryIO) -> None:

@@ -113,3 +113,25 @@ def test_a_model_directory_is_pushed_with_its_tree(
     assert files.read(f"{root}/Manifest.json") == b'{"fileFormatVersion": "1.0.0"}'
     assert files.read(f"{root}/Data/com.apple.CoreML/weights/weight.bin") == bytes(range(256)) * 64
     assert files.listdir(f"{root}/Data/com.apple.CoreML") == ["model.mlmodel", "weights"]
+
+
+def test_an_empty_folder_of_a_model_package_reaches_the_phone(
+    make_agent: MakeAgent, make_phone: MakePhone, make_request: MakeRequest, tmp_path: Path
+) -> None:
+    """An .mlpackage whose weights all fit in its program keeps an empty weights folder that its
+    manifest names: without it on the phone, CoreML cannot read the package."""
+    package = tmp_path / "model.mlpackage"
+    (package / "Data/com.apple.CoreML/weights").mkdir(parents=True)
+    (package / "Data/com.apple.CoreML/model.mlmodel").write_bytes(b"program")
+    (package / "Manifest.json").write_text("{}")
+    phone = make_phone()
+    agent = make_agent(phone)
+    (unit,) = agent.discover()
+    request = make_request(package)
+
+    agent.prepare(unit, request)
+
+    dirs = phone.apps[DEFAULT_BUNDLE_ID].files.dirs
+    assert any(
+        d.endswith(f"{request.artifact_sha256}/model.mlpackage/Data/com.apple.CoreML/weights") for d in dirs
+    )

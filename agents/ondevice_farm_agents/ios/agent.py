@@ -33,7 +33,14 @@ from ondevice_farm_agents.base import (
 )
 from ondevice_farm_agents.ios.battery import BatterySampler, EnergySettings, energy_from_log
 from ondevice_farm_agents.ios.bridge import AsyncBridge
-from ondevice_farm_agents.ios.container import INPUTS_DIR, JOBS_DIR, MODELS_DIR, AppContainer, artifact_files
+from ondevice_farm_agents.ios.container import (
+    INPUTS_DIR,
+    JOBS_DIR,
+    MODELS_DIR,
+    AppContainer,
+    artifact_empty_dirs,
+    artifact_files,
+)
 from ondevice_farm_agents.ios.contract import (
     JOB_SCHEMA_ID,
     MODEL_FORMATS,
@@ -260,7 +267,9 @@ class IosAgent(DeviceAgent):
         if request.artifact.suffix not in MODEL_FORMATS:
             raise UsageError(f"{request.artifact}: the iOS agent takes {', '.join(MODEL_FORMATS)} models")
         model_dir = f"{MODELS_DIR}/{request.artifact_sha256}"
-        container.push_cached(dict(artifact_files(request.artifact)), model_dir)
+        container.push_cached(
+            dict(artifact_files(request.artifact)), model_dir, artifact_empty_dirs(request.artifact)
+        )
         inputs_dir = f"{INPUTS_DIR}/{inputs_digest(request.inputs)}"
         files: dict[str, bytes | Path] = {}
         described = []

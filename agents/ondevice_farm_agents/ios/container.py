@@ -34,8 +34,11 @@ class AppContainer:
         self._link = link
         self._bundle_id = bundle_id
 
-    def push_cached(self, files: dict[str, bytes | Path], remote_dir: str) -> bool:
-        """Store `files` (relative path -> bytes or local file) under `remote_dir` unless it is there.
+    def push_cached(
+        self, files: dict[str, bytes | Path], remote_dir: str, empty_dirs: list[str] | None = None
+    ) -> bool:
+        """Store `files` (relative path -> bytes or local file) and `empty_dirs` (relative paths)
+        under `remote_dir` unless it is there.
 
         Returns True when it pushed, False when `remote_dir` was already complete.
         """
@@ -58,6 +61,8 @@ class AppContainer:
                     await afc.set_file_contents(
                         remote, data if isinstance(data, bytes) else data.read_bytes()
                     )
+                for relative in empty_dirs or []:
+                    await afc.makedirs(f"{partial}/{relative}")
                 await afc.rename(partial, remote_dir)
                 return True
 
@@ -101,3 +106,16 @@ def artifact_files(artifact: Path) -> dict[str, Path]:
             if path.is_file()
         }
     return {artifact.name: artifact}
+
+
+def artifact_empty_dirs(artifact: Path) -> list[str]:
+    """Relative paths of a model directory's empty folders: an `.mlpackage` whose weights all fit in
+    its program keeps an empty `Data/com.apple.CoreML/weights`, which its manifest names and
+    CoreML looks up, so a copy without it cannot be read."""
+    if not artifact.is_dir():
+        return []
+    return [
+        f"{artifact.name}/{path.relative_to(artifact).as_posix()}"
+        for path in sorted(artifact.rglob("*"))
+        if path.is_dir() and not any(path.iterdir())
+    ]
