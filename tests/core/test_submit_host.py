@@ -169,3 +169,8 @@ def test_fix_pins_the_input_of_the_reference_and_the_job(tmp_path: Path) -> None
     assert job["status"] == "ok" and job["reference"]["passed"] is True, job
     assert document["settings"]["fixed_inputs"] == {"sr": 16000}
     np.testing.assert_array_equal(_stored_reference(home), X * 2)
+
+    # the terminal report says it once, above the table
+    shown = farm(home, "show", document["run_id"])
+    assert shown.exit_code == 0, shown.output
+    assert "inputs pinned (--fix): sr=16000" in shown.output

@@ -233,6 +233,9 @@ def render_run(
         "no ONNX export" if model.get("opset") is None else f"opset {model['opset']}, {model['nodes']} nodes"
     )
     header.append(f"model {model['name']} (sha256 {model['sha256'][:12]}, {graph})\n")
+    pinned = (document.get("settings") or {}).get("fixed_inputs") or {}
+    if pinned:  # --fix: said once here, since every job and the reference ran with these values
+        header.append("inputs pinned (--fix): " + ", ".join(f"{k}={v}" for k, v in pinned.items()) + "\n")
     summary = summary_table(document["jobs"])
     tables = [summary] if wide else fit_table(console, summary, console.width)
     parts: list[Any] = [header, *tables]
