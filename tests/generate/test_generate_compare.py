@@ -50,9 +50,12 @@ def _request(folder: Path, plan_of: Path) -> RunRequest:
     )
 
 
-def test_a_folder_against_itself_is_the_same_on_both_metrics(tiny_llama: Path) -> None:
+def test_a_folder_against_itself_is_never_slower_on_either_metric(tiny_llama: Path) -> None:
     """The rounds as a compare's unit runs them (fresh sessions, random order), judged as the
-    compare judges them: both metrics `same`, each inside +/-AA_MIN_EFFECT at its level."""
+    compare judges them: neither metric says slower or faster, each interval holds 1, and where the
+    rounds decide within the budget the verdict is `same` (+/-AA_MIN_EFFECT). On a quiet host they
+    decide in about 20 rounds; beside a second busy test worker the budget can run out first
+    (`inconclusive`), which is the honest answer there, not a false alarm."""
     policy = generation_family(PairedPolicy(min_effect=AA_MIN_EFFECT), pairs=1)
     agent = HostAgent(AgentSettings(profiles=load_profiles()))
     unit = agent.discover()[0]
@@ -71,8 +74,10 @@ def test_a_folder_against_itself_is_the_same_on_both_metrics(tiny_llama: Path) -
     summary = {
         m: (v.paired.verdict, v.paired.ci_low, v.paired.ci_high, v.paired.rounds) for m, v in verdicts.items()
     }
-    assert all(v.paired.verdict == "same" for v in verdicts.values()), summary
-    assert trace.stopped == "decided"
+    assert not any(v.paired.verdict in ("slower", "faster") for v in verdicts.values()), summary
+    assert all(v.paired.ci_low <= 1.0 <= v.paired.ci_high for v in verdicts.values()), summary
+    if trace.stopped == "decided":
+        assert all(v.paired.verdict == "same" for v in verdicts.values()), summary
     # each round measured both sides' figures in fresh sessions, in the order it drew
     assert {r["order"] for r in stored} <= {"AB", "BA"}
     assert all(r["baseline_ttft_ms"] > 0 and r["candidate_decode_tokens_per_s"] > 0 for r in stored)
