@@ -111,14 +111,19 @@ def pixel8_peer(tmp_path: Path, adb_key: Path) -> Iterator[PeerHandle]:
         peer.stop()
 
 
-@pytest.fixture
-def android_settings(adb_peer: PeerHandle) -> AgentSettings:
+def peer_settings(peer: PeerHandle) -> AgentSettings:
+    """An `AgentSettings` with the shipped profiles, reaching `peer` alone with the test key."""
     return AgentSettings(
         profiles=load_profiles(),
-        adb_tcp_addresses=(adb_peer.address,),
-        adb_key_path=adb_peer.key_path,
+        adb_tcp_addresses=(peer.address,),
+        adb_key_path=peer.key_path,
         io_timeout_s=PEER_IO_TIMEOUT_S,
     )
+
+
+@pytest.fixture
+def android_settings(adb_peer: PeerHandle) -> AgentSettings:
+    return peer_settings(adb_peer)
 
 
 @contextmanager

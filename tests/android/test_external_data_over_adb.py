@@ -11,11 +11,10 @@ import numpy as np
 import onnxruntime as ort
 
 from ondevice_farm.artifacts import sha256_path
-from ondevice_farm.profiles import load_profiles
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.android.native_build import RunnerBuild
-from ondevice_farm_agents.base import AgentSettings, RunRequest
-from tests.android.peer_fixtures import PeerHandle, one_unit
+from ondevice_farm_agents.base import RunRequest
+from tests.android.peer_fixtures import PeerHandle, one_unit, peer_settings
 from tests.core.test_external_data import WIDTH, matmul_model
 
 CACHE = "data/local/tmp/farm/cache"
@@ -30,15 +29,6 @@ def _request(model: Path) -> tuple[RunRequest, np.ndarray]:
     return request, np.asarray(expected)
 
 
-def _settings(peer: PeerHandle) -> AgentSettings:
-    return AgentSettings(
-        profiles=load_profiles(),
-        adb_tcp_addresses=(peer.address,),
-        adb_key_path=peer.key_path,
-        io_timeout_s=5,
-    )
-
-
 def _assert_cached_together(sandbox: Path) -> None:
     [entry] = [p for p in (sandbox / CACHE).glob("*/model") if p.is_dir()]
     assert sorted(p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file()) == [
@@ -51,7 +41,7 @@ def test_the_native_runner_loads_the_model_beside_its_data(
     native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
 ) -> None:
     request, expected = _request(matmul_model(tmp_path / "exported"))
-    with one_unit(_settings(pixel8_peer)) as (agent, unit):
+    with one_unit(peer_settings(pixel8_peer)) as (agent, unit):
         run = agent.run(unit, request)
     np.testing.assert_allclose(run.outputs["y"], expected, rtol=1e-5, atol=1e-5)
     assert len(run.samples_ms) == 3
@@ -60,7 +50,7 @@ def test_the_native_runner_loads_the_model_beside_its_data(
 
 def test_the_farm_runner_loads_the_model_beside_its_data(adb_peer: PeerHandle, tmp_path: Path) -> None:
     request, expected = _request(matmul_model(tmp_path / "exported"))
-    with one_unit(_settings(adb_peer)) as (agent, unit):
+    with one_unit(peer_settings(adb_peer)) as (agent, unit):
         run = agent.run(unit, request)
     np.testing.assert_allclose(run.outputs["y"], expected, rtol=1e-5, atol=1e-5)
     _assert_cached_together(adb_peer.sandbox)

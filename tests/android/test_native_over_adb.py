@@ -23,13 +23,12 @@ from click.testing import CliRunner
 
 from ondevice_farm.cli.main import cli
 from ondevice_farm.errors import DeviceError, DeviceLostError
-from ondevice_farm.profiles import load_profiles
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.android.native_build import RunnerBuild
 from ondevice_farm_agents.android.native_runner import RUNNER_BINARY
-from ondevice_farm_agents.base import AgentSettings, RunRequest
+from ondevice_farm_agents.base import RunRequest
 from tests.android.adb_peer import Fault
-from tests.android.peer_fixtures import PIXEL8, PeerHandle, one_unit, start_peer
+from tests.android.peer_fixtures import PIXEL8, PeerHandle, one_unit, peer_settings, start_peer
 from tests.scripted_warming import Ramp, ScriptedRamp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,20 +148,11 @@ def _request(model: tuple[Path, str, dict[str, np.ndarray]]) -> RunRequest:
     return RunRequest(path, sha, Target.parse("ort/cpu"), inputs, warmup=1, runs=3, timeout_s=60)
 
 
-def _settings(peer: PeerHandle) -> AgentSettings:
-    return AgentSettings(
-        profiles=load_profiles(),
-        adb_tcp_addresses=(peer.address,),
-        adb_key_path=peer.key_path,
-        io_timeout_s=5,
-    )
-
-
 def test_a_push_of_the_runner_cut_midway_leaves_no_entry_and_the_retry_runs(
     native_runner: RunnerBuild, pixel8_peer: PeerHandle, small_model: tuple[Path, str, dict[str, np.ndarray]]
 ) -> None:
     pixel8_peer.peer.inject(Fault("drop", "push", match=RUNNER_BINARY, after_bytes=4096))
-    with one_unit(_settings(pixel8_peer)) as (agent, unit):
+    with one_unit(peer_settings(pixel8_peer)) as (agent, unit):
         with pytest.raises(DeviceLostError):
             agent.prepare(unit, _request(small_model))
         assert not list((pixel8_peer.sandbox / CACHE).glob(f"*/{RUNNER_BINARY}"))
@@ -173,7 +163,7 @@ def test_a_push_of_the_runner_cut_midway_leaves_no_entry_and_the_retry_runs(
 def test_a_link_cut_while_the_runner_runs_is_a_lost_device_and_writes_nothing_half(
     native_runner: RunnerBuild, pixel8_peer: PeerHandle, small_model: tuple[Path, str, dict[str, np.ndarray]]
 ) -> None:
-    with one_unit(_settings(pixel8_peer)) as (agent, unit):
+    with one_unit(peer_settings(pixel8_peer)) as (agent, unit):
         agent.prepare(unit, _request(small_model))
         fault = pixel8_peer.peer.inject(Fault("drop", "shell", match=RUNNER_BINARY, delay_s=0.05))
         with pytest.raises(DeviceLostError):
@@ -207,7 +197,7 @@ def test_a_provider_the_runner_lacks_fails_the_job_with_the_runners_reason(
 ) -> None:
     path, sha, inputs = small_model
     request = RunRequest(path, sha, Target.parse("ort/xnnpack"), inputs, warmup=1, runs=3, timeout_s=60)
-    with one_unit(_settings(pixel8_peer)) as (agent, unit), pytest.raises(DeviceError) as failed:
+    with one_unit(peer_settings(pixel8_peer)) as (agent, unit), pytest.raises(DeviceError) as failed:
         agent.run(unit, request)
     assert "the native runner failed at load: appending XNNPACK" in str(failed.value)
     assert "not supported in this build" in str(failed.value)

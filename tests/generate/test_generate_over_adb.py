@@ -25,14 +25,13 @@ from ondevice_farm.artifacts import sha256_tree
 from ondevice_farm.cli.main import cli
 from ondevice_farm.errors import DeviceTimeoutError
 from ondevice_farm.generate.trace import GenerationPlan
-from ondevice_farm.profiles import load_profiles
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.android.native_build import NativeBuildError
 from ondevice_farm_agents.android.native_build import build as build_ort_runner
 from ondevice_farm_agents.android.native_generate_build import BINARY_NAME
 from ondevice_farm_agents.android.native_generate_build import build as build_generation_runner
-from ondevice_farm_agents.base import AgentSettings, RunRequest
-from tests.android.peer_fixtures import PeerHandle, one_unit
+from ondevice_farm_agents.base import RunRequest
+from tests.android.peer_fixtures import PeerHandle, one_unit, peer_settings
 
 from .tiny_llama import HEADS, HIDDEN_SIZE, KV_HEADS, LAYERS
 
@@ -138,19 +137,10 @@ def _request(folder: Path, timeout_s: float) -> RunRequest:
     )
 
 
-def _settings(peer: PeerHandle) -> AgentSettings:
-    return AgentSettings(
-        profiles=load_profiles(),
-        adb_tcp_addresses=(peer.address,),
-        adb_key_path=peer.key_path,
-        io_timeout_s=5,
-    )
-
-
 def test_a_damaged_folder_file_is_pushed_again_and_a_late_runner_is_stopped(
     generation_runner: Path, pixel8_peer: PeerHandle, tiny_llama: Path
 ) -> None:
-    with one_unit(_settings(pixel8_peer)) as (agent, unit):
+    with one_unit(peer_settings(pixel8_peer)) as (agent, unit):
         run = agent.run(unit, _request(tiny_llama, timeout_s=120))
         assert run.generation is not None and [r.depth for r in run.generation.reps] == [0, 24]
         # the depth's ids went through a file: the cache at its end holds depth + prompt + decode
