@@ -147,10 +147,12 @@ def write_tree_tar(path: Path, out: BinaryIO) -> None:
     _write_tar(path, entries, out)
 
 
-def write_model_tar(model: Path, out: BinaryIO) -> None:
-    """An ONNX model and its external data files as one tar: the model under its own name, each
-    data file at the location the model names, so unpacked they load as they did here."""
-    names = [model.name, *(n for n in external_files(model) if n != model.name)]
+def write_model_tar(model: Path, out: BinaryIO, data: tuple[str, ...] | None = None) -> None:
+    """An ONNX model and its external data files (`data`, when the caller has read them already)
+    as one tar: the model under its own name, each data file at the location the model names, so
+    unpacked they load as they did here."""
+    data = external_files(model) if data is None else data
+    names = [model.name, *(n for n in data if n != model.name)]
     _write_tar(model.parent, names, out)
 
 
@@ -167,11 +169,12 @@ def extract_tree_tar(source: BinaryIO, target: Path) -> None:
         archive.extractall(target, filter="data")
 
 
-def sidecar_files(path: Path) -> list[Path]:
+def sidecar_files(path: Path, data: tuple[str, ...] | None = None) -> list[Path]:
     """Files a compile wrote beside an artifact under its name plus a suffix (`model.pte.etrecord`,
     which names the ops of an ExecuTorch profile; `model.mlpackage.io.json`): metadata derived from
     the artifact, so outside its hash, but a node running it needs them beside it too."""
-    data = set(external_files(path)) if path.is_file() else set()
+    if data is None:
+        data = external_files(path) if path.is_file() else ()
     return sorted(
         p for p in path.parent.glob(f"{glob.escape(path.name)}.*") if p.is_file() and p.name not in data
     )
@@ -179,14 +182,16 @@ def sidecar_files(path: Path) -> list[Path]:
 
 def pack_artifact(path: Path, sha256: str) -> ShippedArtifact:
     """`path` (a file or a directory) as one `ShippedArtifact`; `sha256` is its `sha256_path`."""
-    sidecars = tuple((p.name, p.read_bytes()) for p in sidecar_files(path))
+    # the model's proto is parsed once here: a large inline model costs seconds per parse
+    data = () if path.is_dir() else external_files(path)
+    sidecars = tuple((p.name, p.read_bytes()) for p in sidecar_files(path, data))
     buffer = io.BytesIO()
     if path.is_dir():
         write_tree_tar(path, buffer)
         return ShippedArtifact(path.name, sha256, True, buffer.getvalue(), sidecars=sidecars)
-    if not external_files(path):
+    if not data:
         return ShippedArtifact(path.name, sha256, False, path.read_bytes(), sidecars=sidecars)
-    write_model_tar(path, buffer)
+    write_model_tar(path, buffer, data)
     return ShippedArtifact(path.name, sha256, True, buffer.getvalue(), with_external=True, sidecars=sidecars)
 
 

@@ -75,11 +75,14 @@ class FleetClient:
 
         from ondevice_farm.artifacts import pack_artifact, sha256_path, tree_size_bytes
 
-        if self.embedded or not path.exists() or tree_size_bytes(path) > MAX_SHIPPED_BYTES:
+        if self.embedded or not path.exists():
+            return None
+        size_bytes = tree_size_bytes(path)
+        if size_bytes > MAX_SHIPPED_BYTES:
             return None
         packed = pack_artifact(path, sha256 or sha256_path(path))
         # a small artifact travels inside the job call: a first `ray.put` costs a submitter ~0.7 s
-        return packed if tree_size_bytes(path) <= MAX_INLINE_BYTES else ray.put(packed)
+        return packed if size_bytes <= MAX_INLINE_BYTES else ray.put(packed)
 
     def run(
         self,
