@@ -5,7 +5,9 @@ floats either side of it, and the specials, with `saturate` on and off."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +17,7 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.compile.coreml.kernels import KERNELS, Kernel
 from ondevice_farm.errors import CompileError
 from ondevice_farm.targets import Target
 from tests.coreml.harness import save
@@ -133,7 +136,7 @@ def test_an_op_onnx_rounds_step_by_step_in_bfloat16_is_refused(tmp_path: Path) -
 
 
 def _e8m0_probes() -> np.ndarray:
-    powers = np.exp2(np.arange(-149, 128, dtype=np.float64))
+    powers = np.ldexp(1.0, np.arange(-149, 128))  # exact, where fp32 exp2 need not be
     points = np.concatenate([powers, 1.5 * powers, 1.25 * powers, [0.0, 3e38, 2.0**127 * 1.9]]).astype(
         np.float32
     )
@@ -160,3 +163,64 @@ def test_cast_to_e8m0_rounds_as_the_reference(round_mode: str, saturate: int, tm
     assert not wrong.any(), [
         (float(a), float(b), float(c)) for a, b, c in zip(x[wrong], got[wrong], expected[wrong], strict=True)
     ][:10]
+
+
+def _one_ulp(direction: float) -> Callable[[Callable[..., np.ndarray]], Kernel]:
+    """A kernel that computes an op as numpy does, then moves every result one ulp toward `direction`."""
+
+    def wrap(compute: Callable[..., np.ndarray]) -> Kernel:
+        def kernel(args: dict[str, Any]) -> list[np.ndarray]:
+            exact = np.asarray(compute(args), np.float32)
+            return [np.nextafter(exact, np.float32(direction)).astype(np.float32)]
+
+        return kernel
+
+    return wrap
+
+
+def _transcendentals_one_ulp_off(monkeypatch: pytest.MonkeyPatch, direction: float) -> None:
+    """The host executor's exp2, log and pow made one ulp high (or low) everywhere, as a device's GPU
+    or Neural Engine (or numpy's exp2 on an AVX-512 CPU, at 2**127) may give them."""
+    off = _one_ulp(direction)
+    monkeypatch.setitem(KERNELS, "exp2", off(lambda a: np.exp2(a["x"])))
+    monkeypatch.setitem(KERNELS, "log", off(lambda a: np.log(a["x"] + a.get("epsilon", 0))))
+    monkeypatch.setitem(KERNELS, "pow", off(lambda a: np.power(a["x"], a["y"])))
+
+
+@pytest.mark.parametrize("direction", [np.inf, -np.inf], ids=["one_ulp_high", "one_ulp_low"])
+def test_e8m0_holds_when_exp2_and_log_are_one_ulp_off(
+    direction: float, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _transcendentals_one_ulp_off(monkeypatch, direction)
+    x = _e8m0_probes()
+    for round_mode in ("up", "nearest", "down"):
+        for saturate in (1, 0):
+            g = Graph(opset=24)
+            cast = g.one(
+                "Cast",
+                [g.input("x", ["n"])],
+                to=TensorProto.FLOAT8E8M0,
+                round_mode=round_mode,
+                saturate=saturate,
+            )
+            g.output(cast, TensorProto.FLOAT8E8M0)
+            model = g.model()
+            expected = _reference(model, {"x": x})
+            path = save(model, tmp_path, f"{round_mode}-{saturate}.onnx")
+            got = next(iter(predict_drift(path, {"x": x}, precision="fp32").values()))
+            wrong = ~((got == expected) | (np.isnan(got) & np.isnan(expected)))
+            assert not wrong.any(), (round_mode, saturate, x[wrong][:5], got[wrong][:5], expected[wrong][:5])
+
+
+@pytest.mark.parametrize("direction", [np.inf, -np.inf], ids=["one_ulp_high", "one_ulp_low"])
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_a_narrow_cast_holds_when_exp2_and_log_are_one_ulp_off(
+    name: str, direction: float, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _transcendentals_one_ulp_off(monkeypatch, direction)
+    model = _cast_model(FORMATS[name], 0 if name.startswith("float8") else None)
+    x = _probes(name)
+    expected = _reference(model, {"x": x})
+    got = next(iter(predict_drift(save(model, tmp_path), {"x": x}, precision="fp32").values()))
+    wrong = ~((got == expected) | (np.isnan(got) & np.isnan(expected)))
+    assert not wrong.any(), (x[wrong][:5], got[wrong][:5], expected[wrong][:5])

@@ -68,7 +68,7 @@ def round_to_format(mb: Any, x: Any, fmt: FloatFormat, *, saturate: bool, name: 
         x = mb.clip(x=x, alpha=-top, beta=top)
     magnitude = mb.abs(x=x)
     exponent = _exponent(mb, mb.clip(x=magnitude, alpha=np.float32(2.0**fmt.min_exponent), beta=top))
-    step = mb.exp2(x=mb.sub(x=exponent, y=np.float32(fmt.mantissa_bits)))
+    step = pow2(mb, mb.sub(x=exponent, y=np.float32(fmt.mantissa_bits)))
     # x / step is exact (a power of two) and `round` is half to even, as ONNX's RNE
     rounded = mb.mul(x=mb.round(x=mb.real_div(x=magnitude, y=step)), y=step)
     negative = mb.less(x=x, y=np.float32(0))
@@ -86,16 +86,36 @@ def round_to_format(mb: Any, x: Any, fmt: FloatFormat, *, saturate: bool, name: 
     return mb.select(cond=over, a=overflow, b=signed, name=name)
 
 
+#: every power of two fp32 holds, by exponent: 2**-149 (its smallest subnormal) to 2**127
+_POW2_LOW, _POW2_HIGH = -149, 127
+_POW2_TABLE = np.ldexp(1.0, np.arange(_POW2_LOW, _POW2_HIGH + 1)).astype(np.float32)
+
+
+def pow2(mb: Any, exponent: Any) -> Any:
+    """2**exponent, exactly, for an integer-valued fp32 Var (clipped to fp32's range of powers).
+
+    Looked up in a table of the exact powers, not computed by exp2: a transcendental function owes
+    no exactness at integers. numpy's fp32 exp2 on AVX-512 CPUs gives 2**127 plus one ulp, and a
+    device's GPU or Neural Engine rounds as it does; every comparison against a power of two below
+    would then tip the wrong way. A NaN exponent (from a NaN input, whose result is NaN all the
+    same) reads 2**0: an index made from NaN would read outside the table."""
+    number = mb.select(cond=mb.equal(x=exponent, y=exponent), a=exponent, b=np.float32(0))
+    bounded = mb.clip(x=number, alpha=np.float32(_POW2_LOW), beta=np.float32(_POW2_HIGH))
+    index = mb.cast(x=mb.sub(x=bounded, y=np.float32(_POW2_LOW)), dtype="int32")
+    return mb.gather(x=_POW2_TABLE, indices=index, axis=0)
+
+
 def _exponent(mb: Any, bounded: Any) -> Any:
     """floor(log2(bounded)) for positive finite values, as fp32.
 
-    From a log that a device may round one off near a power of two: checked against exp2 after
-    (numpy's log is exact there, so the host never needs the check)."""
-    exponent = mb.floor(x=mb.mul(x=mb.log(x=bounded, epsilon=np.float32(0)), y=np.float32(1 / _LN2)))
-    power = mb.exp2(x=exponent)
+    Estimated from a log, which may round to the integer on either side near a power of two (on a
+    device or a CPU alike), then moved by one where the estimate's exact power says it is off."""
+    estimate = mb.floor(x=mb.mul(x=mb.log(x=bounded, epsilon=np.float32(0)), y=np.float32(1 / _LN2)))
+    power = pow2(mb, estimate)
+    # power * 2 is exact, or inf past 2**127, which no finite value reaches
     too_low = mb.cast(x=mb.greater_equal(x=bounded, y=mb.mul(x=power, y=np.float32(2))), dtype="fp32")
     too_high = mb.cast(x=mb.less(x=bounded, y=power), dtype="fp32")
-    return mb.sub(x=mb.add(x=exponent, y=too_low), y=too_high)
+    return mb.sub(x=mb.add(x=estimate, y=too_low), y=too_high)
 
 
 #: float8_e8m0's bounds: 2**-127 (code 0) to 2**127 (code 254); 2**-126 is fp32's smallest normal
@@ -108,10 +128,11 @@ def round_to_e8m0(mb: Any, x: Any, *, round_mode: str, saturate: bool, name: str
     The reference reads |x|'s fp32 exponent field and raises it by one where `round_mode` says:
     `up` for any fraction, `nearest` from 1.5 times the power up, `down` never. Zero is code 0
     (2**-127); an fp32 subnormal is code 0 or 1 by the same rule; NaN and inf are NaN. `saturate`
-    stops at 2**127, otherwise a value raised past it is NaN."""
+    stops at 2**127, otherwise a value raised past it is NaN. Decided on the integer exponent, and
+    every power of two taken exact from `pow2`."""
     magnitude = mb.abs(x=x)
     exponent = _exponent(mb, mb.clip(x=magnitude, alpha=np.float32(2.0**-126), beta=np.float32(2.0**127)))
-    power = mb.exp2(x=exponent)
+    power = pow2(mb, exponent)
     subnormal = mb.less(x=magnitude, y=np.float32(2.0**-126))
     if round_mode == "up":
         raise_normal, raise_subnormal = (
@@ -125,12 +146,15 @@ def round_to_e8m0(mb: Any, x: Any, *, round_mode: str, saturate: bool, name: str
         raise_normal = raise_subnormal = mb.less(x=magnitude, y=np.float32(0))  # never
     else:
         raise ValueError(f"unknown round_mode {round_mode!r}")
-    normal = mb.exp2(x=mb.add(x=exponent, y=mb.cast(x=raise_normal, dtype="fp32")))
-    tiny = mb.mul(x=mb.exp2(x=mb.cast(x=raise_subnormal, dtype="fp32")), y=np.float32(2.0**_E8M0_LOW))
-    value = mb.select(cond=subnormal, a=tiny, b=normal)
-    # past 2**127 (exp2 gives inf there): saturated, or NaN; inf and NaN inputs are NaN
+    raised = mb.add(x=exponent, y=mb.cast(x=raise_normal, dtype="fp32"))
+    # a subnormal is 2**-127 or twice that: exact products, no power to compute
+    twice = mb.add(x=mb.cast(x=raise_subnormal, dtype="fp32"), y=np.float32(1))
+    tiny = mb.mul(x=twice, y=np.float32(2.0**_E8M0_LOW))
+    value = mb.select(cond=subnormal, a=tiny, b=pow2(mb, raised))
+    # raised past 2**127: saturated, or NaN; inf and NaN inputs are NaN
     limit = np.float32(2.0**_E8M0_HIGH) if saturate else np.float32(np.nan)
-    value = mb.select(cond=mb.greater(x=value, y=np.float32(2.0**_E8M0_HIGH)), a=limit, b=value)
+    past = mb.logical_and(x=mb.greater(x=raised, y=np.float32(_E8M0_HIGH)), y=mb.logical_not(x=subnormal))
+    value = mb.select(cond=past, a=limit, b=value)
     special = mb.logical_or(x=mb.not_equal(x=x, y=x), y=mb.equal(x=magnitude, y=np.float32(np.inf)))
     return mb.select(cond=special, a=np.float32(np.nan), b=value, name=name)
 
