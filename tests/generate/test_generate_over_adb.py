@@ -123,13 +123,13 @@ def test_a_generation_job_runs_on_a_pixel8_with_every_figure_measured(
     assert all(p.endswith("/prompt_ids.txt") for p in pixel8_peer.peer.pushed[before:])
 
 
-def _request(folder: Path, timeout_s: float) -> RunRequest:
+def _request(folder: Path, timeout_s: float, reps: int = 1) -> RunRequest:
     plan = GenerationPlan(
         prompt_ids=(5, 17, 42, 99, 120, 7, 64, 33),
         decode_tokens=4,
         depths=(0, 24),
         depth_ids=tuple(range(10, 40)),
-        reps=1,
+        reps=reps,
         warmup=1,
     )
     return RunRequest(
@@ -151,9 +151,12 @@ def test_a_damaged_folder_file_is_pushed_again_and_a_late_runner_is_stopped(
         agent.prepare(unit, _request(tiny_llama, timeout_s=120))
         assert data.read_bytes() == (tiny_llama / "model.onnx.data").read_bytes()
         assert len(pixel8_peer.peer.pushed) - before == len(list(tiny_llama.iterdir()))
-        # past its deadline the runner is stopped by pid, as the ORT runner is (jobs.run_detached)
-        with pytest.raises(DeviceTimeoutError):
-            agent.run(unit, _request(tiny_llama, timeout_s=0.01))
+        # past its deadline the runner is stopped by pid, as the ORT runner is (jobs.run_detached):
+        # two million generations take far longer than the second allowed, however fast the
+        # machine, so the runner is still running at the deadline (a runner that ends before the
+        # poll after it has a result: tests/android/test_detached_jobs.py)
+        with pytest.raises(DeviceTimeoutError, match="deadline"):
+            agent.run(unit, _request(tiny_llama, timeout_s=1.0, reps=2_000_000))
     deadline = time.monotonic() + 10
     while _runners(pixel8_peer.sandbox) and time.monotonic() < deadline:
         time.sleep(0.1)
