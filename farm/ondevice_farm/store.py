@@ -1,9 +1,12 @@
 """The results store: SQLite in WAL mode (a path: the embedded default) or PostgreSQL (a
-`postgresql://` URL: a fleet's controller), with one schema, versioned, migrated in order.
+`postgresql://` URL: a fleet's controller), with one schema, versioned, migrated in order
+(store_migrations.py).
 
 A run row is written when a run starts; each job is written in one transaction when it is
 complete (measurements, analysis and all) or failed (its error and nothing else). Readers
-(the CLI, the metrics collector) never see half a job.
+(the CLI, the metrics collector) never see half a job. A job is stored as its summary (the
+`jobs` row: columns and the document without its bulky parts) and its bulky parts (a `job_parts`
+row, job_parts.py); the same transaction keeps the scrape's incremental state (store_state.py).
 """
 
 from __future__ import annotations
@@ -11,23 +14,27 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ondevice_farm.errors import StoreError, UsageError
+from ondevice_farm.job_parts import join_job
+from ondevice_farm.store_migrations import MIGRATIONS, run_script
+from ondevice_farm.store_queries import DurationRow, JobSummary, duration_buckets, job_fields, job_summaries
+from ondevice_farm.store_schema import JOB_COLUMNS, StoredJob, job_row
 from ondevice_farm.store_sql import (
     Database,
     PostgresDatabase,
     SqliteDatabase,
     StoreLocation,
-    decode_values,
     is_postgres_url,
     redacted,
     store_exists,
 )
+from ondevice_farm.store_state import WATERMARK_ROW, add_durations, lock_writer, offer_latest, repair_latest
 
 __all__ = [
     "MIGRATIONS",
@@ -40,67 +47,23 @@ __all__ = [
 ]
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+#: jobs removed per write transaction by delete_runs: SQLite's write lock is held per batch
+DEFAULT_DELETE_BATCH_JOBS = 500
+#: job summaries read per query by iter_run_job_summaries
+DEFAULT_PAGE_JOBS = 1000
+#: what the incremental state needs of a job row (store_state.StoredJob)
+STORED_JOB_COLUMNS = "job_id, model_name, device, target, status, started_at, finished_at"
 
 
-def reference_states_migration(db: Database) -> None:
-    """A job stored before the three states has only `reference.passed`. One whose runner returned
-    no outputs was stored as failed with every output "missing": it was never compared, and must
-    not show (or alert) as a failure."""
-    rows = db.execute("SELECT job_id, document FROM jobs WHERE status = 'ok'").fetchall()
-    for job_id, text in rows:
-        document = json.loads(text)
-        reference = document.get("reference")
-        if not isinstance(reference, dict) or "status" in reference:
-            continue
-        if reference.get("outputs") == {} and reference.get("missing_outputs"):
-            reference.update(
-                status="not_compared", passed=None, reason="the runner returned no outputs to compare"
-            )
-        else:
-            reference["status"] = "passed" if reference.get("passed") is True else "failed"
-        db.execute("UPDATE jobs SET document = ? WHERE job_id = ?", (json.dumps(document), job_id))
+def _whole(summary: str, parts: str | None) -> dict[str, Any]:
+    return join_job(json.loads(summary), json.loads(parts) if parts else None)
 
 
-Migration = str | Callable[[Database], None]
-
-MIGRATIONS: tuple[Migration, ...] = (
-    """
-    CREATE TABLE runs (
-        run_id       TEXT PRIMARY KEY,
-        created_at   REAL NOT NULL,
-        finished_at  REAL,
-        kind         TEXT NOT NULL,          -- submit | nightly
-        suite        TEXT,
-        status       TEXT NOT NULL,          -- running | complete | failed | interrupted
-        document     TEXT NOT NULL           -- run-level JSON: models, settings
-    );
-    CREATE TABLE jobs (
-        job_id        TEXT PRIMARY KEY,
-        run_id        TEXT NOT NULL REFERENCES runs(run_id),
-        model_name    TEXT NOT NULL,
-        model_sha256  TEXT NOT NULL,
-        device        TEXT NOT NULL,
-        unit          TEXT,
-        target        TEXT NOT NULL,
-        status        TEXT NOT NULL,         -- ok | failed
-        error         TEXT,
-        started_at    REAL,
-        finished_at   REAL NOT NULL,
-        document      TEXT NOT NULL          -- the job JSON (docs/results.md)
-    );
-    CREATE INDEX jobs_by_run ON jobs(run_id);
-    CREATE INDEX jobs_by_series ON jobs(model_name, device, target, finished_at);
-    """,
-    # Covering indexes for what the metrics exporter reads at every scrape: without them each
-    # scrape walks every row, whose pages hold the start of each (large) job document.
-    """
-    CREATE INDEX jobs_latest_ok ON jobs(status, model_name, device, target, finished_at, job_id);
-    CREATE INDEX jobs_by_device_status ON jobs(device, status, started_at, finished_at);
-    """,
-    # The reference check's three states (docs/results.md): written in Python (below), the same
-    # on SQLite and PostgreSQL, whose JSON functions differ.
-    reference_states_migration,
-)
+def _stored_job(row: tuple[Any, ...]) -> StoredJob:
+    job_id, model, device, target, status, started_at, finished_at = row
+    started = None if started_at is None else float(started_at)
+    return StoredJob(str(job_id), (str(model), str(device), str(target)), str(device), str(status), started,
+                     float(finished_at))  # fmt: skip
 
 
 def new_run_id() -> str:
@@ -116,23 +79,6 @@ class RunRow:
     suite: str | None
     status: str
     document: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class JobSummary:
-    """One stored job as `farm gc` sees it (`ResultsStore.job_summaries`)."""
-
-    run_id: str
-    job_id: str
-    model_name: str
-    model_sha256: str
-    device: str
-    target: str
-    status: str
-    finished_at: float
-    document_bytes: int
-    #: the values at the paths asked for, in their order (None where absent)
-    values: list[Any]
 
 
 class ResultsStore:
@@ -198,10 +144,8 @@ class ResultsStore:
             for script in MIGRATIONS[version:]:
                 if callable(script):
                     script(db)
-                    continue
-                for statement in db.ddl(script).split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                else:
+                    run_script(db, script)
             db.set_schema_version(len(MIGRATIONS))
 
     @property
@@ -218,29 +162,27 @@ class ResultsStore:
             )
 
     def add_job(self, run_id: str, job: dict[str, Any]) -> None:
-        """One complete (or failed) job, in one transaction."""
+        """One complete (or failed) job, in one transaction: its summary row, its bulky parts, and
+        the incremental state. A document without `finished_at` is stored with the time now."""
+        if job.get("finished_at") is None:
+            job = {**job, "finished_at": time.time()}
+        row = job_row(run_id, job)
         with self._transaction() as db:
+            lock_writer(db, jobs_delta=1)
             db.execute(
-                "INSERT INTO jobs(job_id, run_id, model_name, model_sha256, device, unit, target, status,"
-                " error, started_at, finished_at, document) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    job["job_id"],
-                    run_id,
-                    job["model"]["name"],
-                    job["model"]["sha256"],
-                    job["device"],
-                    job.get("unit"),
-                    job["target"],
-                    job["status"],
-                    job.get("error"),
-                    job.get("started_at"),
-                    job.get("finished_at") or time.time(),
-                    json.dumps(job),
-                ),
+                f"INSERT INTO jobs({','.join(JOB_COLUMNS)}) VALUES ({','.join('?' * len(JOB_COLUMNS))})",
+                row.values,
             )
+            if row.parts is not None:
+                db.execute(
+                    "INSERT INTO job_parts(job_id, document) VALUES (?, ?)", (row.job.job_id, row.parts)
+                )
+            add_durations(db, [row.job], 1)
+            offer_latest(db, row.job)
 
     def finish_run(self, run_id: str, status: str) -> None:
         with self._transaction() as db:
+            lock_writer(db)
             db.execute(
                 "UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, time.time(), run_id)
             )
@@ -288,10 +230,52 @@ class ResultsStore:
         return self._run_row(row)
 
     def jobs(self, run_id: str) -> list[dict[str, Any]]:
+        """Every job of the run, whole, by (finished_at, job_id): `run_job_summaries` pages a
+        large run without its bulky parts."""
         rows = self._db.execute(
-            "SELECT document FROM jobs WHERE run_id=? ORDER BY finished_at, job_id", (run_id,)
+            "SELECT jobs.document, job_parts.document FROM jobs"
+            " LEFT JOIN job_parts ON job_parts.job_id = jobs.job_id"
+            " WHERE jobs.run_id=? ORDER BY jobs.finished_at, jobs.job_id",
+            (run_id,),
         ).fetchall()
+        return [_whole(summary, parts) for summary, parts in rows]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """One job's whole document."""
+        row = self._db.execute(
+            "SELECT jobs.document, job_parts.document FROM jobs"
+            " LEFT JOIN job_parts ON job_parts.job_id = jobs.job_id WHERE jobs.job_id=?",
+            (job_id,),
+        ).fetchone()
+        if row is None:
+            raise UsageError(f"no job {job_id!r} in {self.path}")
+        return _whole(row[0], row[1])
+
+    def run_job_summaries(
+        self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
+    ) -> list[dict[str, Any]]:
+        """One page of the run's job summaries (documents without their bulky parts,
+        job_parts.BULKY_JOB_KEYS) by (finished_at, job_id), from just past `after`: the last
+        page's last (finished_at, job_id). One seek of the jobs_by_run index per page."""
+        query = "SELECT document FROM jobs WHERE run_id=?"
+        args: list[Any] = [run_id]
+        if after is not None:
+            query += " AND (finished_at, job_id) > (?, ?)"
+            args += [float(after[0]), str(after[1])]
+        args.append(int(limit))
+        rows = self._db.execute(query + " ORDER BY finished_at, job_id LIMIT ?", args).fetchall()
         return [json.loads(r[0]) for r in rows]
+
+    def iter_run_job_summaries(self, run_id: str, page: int = DEFAULT_PAGE_JOBS) -> Iterator[dict[str, Any]]:
+        """Every job summary of the run, in run_job_summaries' order, read `page` at a time: the
+        memory it holds is one page, whatever the run's size."""
+        after: tuple[float, str] | None = None
+        while True:
+            rows = self.run_job_summaries(run_id, after=after, limit=page)
+            yield from rows
+            if len(rows) < page:
+                return
+            after = (float(rows[-1]["finished_at"]), str(rows[-1]["job_id"]))
 
     def job_counts(self, run_id: str) -> dict[str, int]:
         rows = self._db.execute(
@@ -301,12 +285,13 @@ class ResultsStore:
 
     def latest_jobs(self) -> list[dict[str, Any]]:
         """The newest successful job per (model, device, target), whole: what dashboards show now."""
-        ids = self.latest_job_ids()
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        rows = self._db.execute(f"SELECT document FROM jobs WHERE job_id IN ({marks})", ids).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        rows = self._db.execute(
+            "SELECT jobs.document, job_parts.document FROM series_latest"
+            " JOIN jobs ON jobs.job_id = series_latest.job_id"
+            " LEFT JOIN job_parts ON job_parts.job_id = jobs.job_id"
+            " ORDER BY series_latest.model_name, series_latest.device, series_latest.target"
+        ).fetchall()
+        return [_whole(summary, parts) for summary, parts in rows]
 
     # -- metrics: what farm/ondevice_farm/metrics/collector.py reads at every scrape --------------------
 
@@ -325,44 +310,24 @@ class ResultsStore:
             self._db.rollback()
 
     def latest_job_ids(self) -> list[str]:
-        """job_id of the newest successful job per (model, device, target)."""
-        rows = self._db.execute(self._db.newest_ok_job_ids()).fetchall()
+        """job_id of the newest successful job per (model, device, target): the series_latest
+        table, which every write keeps current."""
+        rows = self._db.execute(
+            "SELECT job_id FROM series_latest ORDER BY model_name, device, target"
+        ).fetchall()
         return [str(r[0]) for r in rows]
 
     def job_fields(self, job_ids: list[str], paths: tuple[str, ...]) -> dict[str, list[Any]]:
-        """job_id -> the values at `paths` (`$.latency_ms.p50`, ...) of its document, parsed in the
-        database."""
-        found: dict[str, list[Any]] = {}
-        if not paths:
-            return found
-        expression, expression_args = self._db.json_values(paths)
-        for start in range(0, len(job_ids), 500):
-            chunk = job_ids[start : start + 500]
-            rows = self._db.execute(
-                f"SELECT job_id, {expression} FROM jobs WHERE job_id IN ({','.join('?' * len(chunk))})",
-                (*expression_args, *chunk),
-            ).fetchall()
-            for job_id, values in rows:
-                found[str(job_id)] = decode_values(values)[: len(paths)]
-        return found
+        """job_id -> the values at `paths` (`$.latency_ms.p50`, ...) of its document: from the
+        summary columns where a path has one (store_schema.py), else from the document, parsed
+        once per job (with its bulky parts only where a path reaches into them)."""
+        return job_fields(self._db, job_ids, paths)
 
-    def job_duration_buckets(
-        self, bounds_s: tuple[float, ...]
-    ) -> list[tuple[str, str, int, int, float, list[int]]]:
+    def job_duration_buckets(self, bounds_s: tuple[float, ...]) -> list[DurationRow]:
         """Per (device, status): jobs, jobs with a start time, their summed duration, and how many
-        took at most each bound (cumulative, as Prometheus buckets are)."""
-        buckets = ", ".join(
-            "SUM(CASE WHEN finished_at - started_at <= ? THEN 1 ELSE 0 END)" for _ in bounds_s
-        )
-        rows = self._db.execute(
-            f"SELECT device, status, COUNT(*), COUNT(started_at), COALESCE(SUM(finished_at - started_at), 0)"
-            f"{', ' + buckets if bounds_s else ''} FROM jobs GROUP BY device, status",
-            bounds_s,
-        ).fetchall()
-        return [
-            (str(r[0]), str(r[1]), int(r[2]), int(r[3]), float(r[4]), [int(n or 0) for n in r[5:]])
-            for r in rows
-        ]
+        took at most each bound (cumulative, as Prometheus buckets are). Bounds among
+        STORED_DURATION_BOUNDS_S read the aggregates every write keeps; others scan an index."""
+        return duration_buckets(self._db, bounds_s)
 
     def last_finished_runs(self, kind: str) -> dict[str, float]:
         """suite ('' for none) -> when its newest complete run of `kind` finished."""
@@ -385,6 +350,7 @@ class ResultsStore:
     def mark_interrupted(self, run_id: str) -> bool:
         """A run whose controller died: its complete jobs stay, the run says it did not finish."""
         with self._transaction() as db:
+            lock_writer(db)
             cursor = db.execute(
                 "UPDATE runs SET status='interrupted', finished_at=? WHERE run_id=? AND status='running'",
                 (time.time(), run_id),
@@ -394,50 +360,52 @@ class ResultsStore:
     # -- retention (`farm gc`, farm/ondevice_farm/gc/) ---------------------------------------------------
 
     def job_summaries(self, paths: tuple[str, ...]) -> list[JobSummary]:
-        """Every job's row with the values at `paths` of its document and the document's length,
-        parsed in the database: what `farm gc` weighs, without reading whole documents."""
-        expression, args = self._db.json_values(paths) if paths else ("NULL", [])
-        rows = self._db.execute(
-            "SELECT run_id, job_id, model_name, model_sha256, device, target, status, finished_at,"
-            f" LENGTH(document), {expression} FROM jobs",
-            args,
-        ).fetchall()
-        return [
-            JobSummary(
-                str(r[0]),
-                str(r[1]),
-                str(r[2]),
-                str(r[3]),
-                str(r[4]),
-                str(r[5]),
-                str(r[6]),
-                float(r[7]),
-                int(r[8]),
-                decode_values(r[9])[: len(paths)] if paths else [],
-            )
-            for r in rows
-        ]
+        """Every job's row with the values at `paths` and its stored size: what `farm gc` weighs.
+        Paths with a summary column (gc's all have one) read the jobs_retention index, no document."""
+        return job_summaries(self._db, paths)
 
-    def delete_runs(self, run_ids: list[str]) -> int:
-        """Remove runs and their jobs in one transaction; a run still running is never removed.
-        How many runs went."""
+    def delete_runs(self, run_ids: list[str], *, batch_jobs: int = DEFAULT_DELETE_BATCH_JOBS) -> int:
+        """Remove runs and their jobs, `batch_jobs` jobs per transaction (a run's row goes with its
+        last batch); a run still running is never removed. An interrupted call leaves some runs
+        with fewer jobs, never a job half removed; calling it again finishes them. How many runs went."""
         removed = 0
-        with self._transaction() as db:
-            for start in range(0, len(run_ids), 500):
-                chunk = run_ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                db.execute(
-                    f"DELETE FROM jobs WHERE run_id IN ({marks}) AND run_id IN"
-                    " (SELECT run_id FROM runs WHERE status <> 'running')",
-                    chunk,
-                )
-                cursor = db.execute(
-                    f"DELETE FROM runs WHERE run_id IN ({marks}) AND status <> 'running'", chunk
-                )
-                removed += int(cursor.rowcount)
+        for run_id in run_ids:
+            while True:
+                with self._transaction() as db:
+                    done = self._delete_batch(db, run_id, max(1, batch_jobs))
+                if done is not None:
+                    removed += done
+                    break
         return removed
 
+    def _delete_batch(self, db: Database, run_id: str, batch_jobs: int) -> int | None:
+        """One batch of the run's jobs; 1 or 0 once the run itself is removed (or is not to be)."""
+        lock_writer(db)
+        status = db.execute("SELECT status FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if status is None or status[0] == "running":
+            return 0
+        rows = db.execute(
+            f"SELECT {STORED_JOB_COLUMNS} FROM jobs WHERE run_id=? ORDER BY job_id LIMIT ?",
+            (run_id, batch_jobs),
+        ).fetchall()
+        stored = [_stored_job(tuple(r)) for r in rows]
+        if stored:
+            ids = [job.job_id for job in stored]
+            marks = ",".join("?" * len(ids))
+            db.execute(f"DELETE FROM job_parts WHERE job_id IN ({marks})", ids)
+            db.execute(f"DELETE FROM jobs WHERE job_id IN ({marks})", ids)
+            db.execute("UPDATE jobs_watermark SET jobs = jobs - ? WHERE id = ?", (len(ids), WATERMARK_ROW))
+            add_durations(db, stored, -1)
+            repair_latest(db, stored)
+        if len(stored) == batch_jobs:
+            return None
+        cursor = db.execute("DELETE FROM runs WHERE run_id=? AND status <> 'running'", (run_id,))
+        return int(cursor.rowcount)
+
     def jobs_version(self) -> tuple[int, int]:
-        """Changes whenever a job is added or removed: (number of jobs, largest rowid)."""
-        row = self._db.execute(f"SELECT COUNT(*), {self._db.change_marker()} FROM jobs").fetchone()
+        """(jobs stored, changes written): one primary-key read of the watermark that every write
+        moves in its own transaction, so it changes whenever a job is added or removed."""
+        row = self._db.execute(
+            "SELECT jobs, changes FROM jobs_watermark WHERE id=?", (WATERMARK_ROW,)
+        ).fetchone()
         return (int(row[0]), int(row[1]))

@@ -2,13 +2,11 @@
 
 SQLite (a file: the embedded default) and PostgreSQL (a URL: a fleet's controller). The store
 writes its SQL once, in the dialect both accept (`?` placeholders, `CASE`, `COALESCE`); what
-differs (placeholders, schema versioning, write locks, column types, JSON paths, "newest per
-series") lives here.
+differs (placeholders, schema versioning, write locks, column types) lives here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import time
@@ -77,19 +75,6 @@ class Database(ABC):
         """A migration (written for SQLite) in this database's types."""
 
     @abstractmethod
-    def newest_ok_job_ids(self) -> str:
-        """SQL: job_id of the newest successful job per (model, device, target)."""
-
-    @abstractmethod
-    def json_values(self, paths: tuple[str, ...]) -> tuple[str, list[Any]]:
-        """A select expression answering a JSON array of the values at `paths` of `document`,
-        and its arguments."""
-
-    @abstractmethod
-    def change_marker(self) -> str:
-        """A select expression that grows whenever a job row is written."""
-
-    @abstractmethod
     def close(self) -> None: ...
 
 
@@ -132,28 +117,8 @@ class SqliteDatabase(Database):
     def ddl(self, script: str) -> str:
         return script
 
-    def newest_ok_job_ids(self) -> str:
-        # SQLite takes a bare column from the row that holds the MAX().
-        return (
-            "SELECT job_id, MAX(finished_at) FROM jobs WHERE status='ok' GROUP BY model_name, device, target"
-        )
-
-    def json_values(self, paths: tuple[str, ...]) -> tuple[str, list[Any]]:
-        # A path that never exists makes json_extract answer a JSON array even for one path.
-        marks = ",".join("?" * len(paths))
-        return f"json_extract(document, {marks}, '$.__farm_none__')", list(paths)
-
-    def change_marker(self) -> str:
-        return "COALESCE(MAX(rowid), 0)"
-
     def close(self) -> None:
         self._db.close()
-
-
-def _pg_path(path: str) -> str:
-    """`$.latency_ms.p50` -> the text[] path `{latency_ms,p50}` of PostgreSQL's `#>`."""
-    keys = path.removeprefix("$.").split(".")
-    return "{" + ",".join(keys) + "}"
 
 
 class PostgresDatabase(Database):
@@ -194,24 +159,5 @@ class PostgresDatabase(Database):
         # SQLite's REAL is 8 bytes, PostgreSQL's 4: a Unix time would lose its seconds
         return re.sub(r"\bREAL\b", "DOUBLE PRECISION", script)
 
-    def newest_ok_job_ids(self) -> str:
-        return (
-            "SELECT DISTINCT ON (model_name, device, target) job_id, finished_at FROM jobs"
-            " WHERE status='ok' ORDER BY model_name, device, target, finished_at DESC, job_id DESC"
-        )
-
-    def json_values(self, paths: tuple[str, ...]) -> tuple[str, list[Any]]:
-        items = ", ".join("document::jsonb #> ?::text[]" for _ in paths)
-        return f"jsonb_build_array({items})::text", [_pg_path(p) for p in paths]
-
-    def change_marker(self) -> str:
-        # the newest row's inserting transaction id: grows with every write
-        return "COALESCE(MAX(xmin::text::bigint), 0)"
-
     def close(self) -> None:
         self._db.close()
-
-
-def decode_values(raw: Any) -> list[Any]:
-    result = json.loads(raw) if isinstance(raw, str) else raw
-    return list(result)

@@ -267,13 +267,13 @@ def test_conventions_help_units_and_bounded_labels(store_path: Path, real_run: R
 
 
 def test_unreadable_store_is_reported_not_raised(store_path: Path) -> None:
-    """A store the exporter cannot read (here: its jobs table gone) makes farm_store_up 0, and the
-    scrape still answers, with the fleet, so Prometheus can alert on it."""
+    """A store the exporter cannot read (here: the watermark every scrape reads first, gone) makes
+    farm_store_up 0, and the scrape still answers, with the fleet, so Prometheus can alert on it."""
     fleet = StaticFleet(FleetSnapshot(devices=(UnitState("host-cpu", "vm", up=True),)))
     registry = farm_registry(FarmCollector(store_path, fleet))
     assert registry.get_sample_value("farm_store_up") == 1
     with sqlite3.connect(store_path) as db:
-        db.execute("DROP TABLE jobs")
+        db.execute("DROP TABLE jobs_watermark")
     assert registry.get_sample_value("farm_store_up") == 0
     assert registry.get_sample_value("farm_inference_latency_seconds", {**SERIES, "quantile": "0.5"}) is None
     assert registry.get_sample_value("farm_device_up", {"device": "host-cpu", "unit": "vm"}) == 1
