@@ -6,10 +6,15 @@ pipeline stores them), then serves it with `start_metrics_server` and a fleet of
 device, and times GETs of /metrics over loopback:
   cold: the first scrape (parses the newest document of every series)
   warm: later scrapes (documents cached by job id; the store is still queried every time)
-side by side with reading the same newest jobs whole through `ResultsStore.latest_jobs()`.
+side by side with reading the same newest jobs whole through `ResultsStore.latest_jobs()`, and
+one night's run read whole (`jobs()`) against its summaries paged (`iter_run_job_summaries()`,
+docs/results.md "Stored jobs: summary and bulky parts").
 Goal: a warm scrape under 100 ms. Prints the response size and the series count.
 
     python benchmarks/metrics_scrape.py [--devices 50] [--models 100] [--history 3] [--job JOB.json]
+                                        [--store postgresql://...]
+
+--store fills that (empty) PostgreSQL database instead of a SQLite file in a temp folder.
 
 Without --job it runs `farm submit examples/tinynet.onnx --devices host-cpu` once for a real
 document (starts an embedded Ray: run it as scripts/test runs the tests, in a loopback-only
@@ -32,7 +37,7 @@ from typing import Any
 
 from ondevice_farm.metrics.fleet_state import FleetSnapshot, UnitState
 from ondevice_farm.metrics.server import start_metrics_server
-from ondevice_farm.store import ResultsStore
+from ondevice_farm.store import ResultsStore, StoreLocation
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_S = 0.100
@@ -79,7 +84,7 @@ def real_job(home: Path) -> dict[str, Any]:
     return job
 
 
-def fill(store_path: Path, job: dict[str, Any], devices: int, models: int, history: int) -> int:
+def fill(store_path: StoreLocation, job: dict[str, Any], devices: int, models: int, history: int) -> int:
     written = 0
     with ResultsStore(store_path) as store:
         for night in range(history):
@@ -105,6 +110,10 @@ def fill(store_path: Path, job: dict[str, Any], devices: int, models: int, histo
     return written
 
 
+def _size(store_path: StoreLocation) -> str:
+    return f"{store_path.stat().st_size / 2**20:.0f} MiB" if isinstance(store_path, Path) else "PostgreSQL"
+
+
 def get(url: str, gzipped: bool = False) -> tuple[float, bytes]:
     """One scrape as Prometheus makes it (it asks for gzip), timed to the last byte."""
     request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzipped else {})
@@ -122,23 +131,30 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=100)
     parser.add_argument("--history", type=int, default=3, help="stored jobs per series (nightlies)")
     parser.add_argument("--job", type=Path, help="a job document (JSON) to copy instead of running one")
+    parser.add_argument("--store", help="an empty PostgreSQL database's URL to fill instead of SQLite")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="farm-bench-") as tmp:
         directory = Path(tmp)
         job = json.loads(args.job.read_text()) if args.job else real_job(directory / "home")
-        store_path = directory / "results.sqlite"
+        store_path: StoreLocation = args.store or directory / "results.sqlite"
         start = time.perf_counter()
         jobs = fill(store_path, job, args.devices, args.models, args.history)
         print(
             f"store: {jobs} jobs ({args.devices} devices x {args.models} models x {args.history} nightlies),"
-            f" {store_path.stat().st_size / 2**20:.0f} MiB, filled in {time.perf_counter() - start:.1f} s"
+            f" {_size(store_path)}, filled in {time.perf_counter() - start:.1f} s"
         )
 
         with ResultsStore(store_path) as store:
             start = time.perf_counter()
             whole = store.latest_jobs()
             whole_s = time.perf_counter() - start
+            start = time.perf_counter()
+            night = store.jobs("bench-000")
+            night_whole_s = time.perf_counter() - start
+            start = time.perf_counter()
+            summaries = sum(1 for _ in store.iter_run_job_summaries("bench-000"))
+            night_summaries_s = time.perf_counter() - start
         server = start_metrics_server(store_path, port=0, fleet=Fleet(args.devices))
         try:
             cold_s, body = get(server.url, gzipped=True)
@@ -164,6 +180,8 @@ def main() -> None:
     print(f"newest jobs: {len(whole)} series")
     print(f"response: {len(body) / 1024:.0f} KiB ({len(zipped) / 1024:.0f} KiB gzipped), {series} series")
     print(f"{'latest_jobs() (whole documents)':<36} {whole_s * 1000:8.1f} ms")
+    print(f"{'one night whole: jobs() (' + str(len(night)) + ')':<36} {night_whole_s * 1000:8.1f} ms")
+    print(f"{'its summaries, paged (' + str(summaries) + ')':<36} {night_summaries_s * 1000:8.1f} ms")
     print(f"{'cold scrape (first, gzip)':<36} {cold_s * 1000:8.1f} ms")
     print(f"{'scrape after a job landed (median)':<36} {statistics.median(landed) * 1000:8.1f} ms")
     print(f"{'warm scrape, plain (median)':<36} {statistics.median(plain) * 1000:8.1f} ms")

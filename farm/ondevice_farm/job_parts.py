@@ -88,18 +88,40 @@ def path_keys(path: str) -> list[str]:
     return [k for k in path.removeprefix("$").replace("[", ".").replace("]", "").split(".") if k]
 
 
+def _pattern_keys(pattern: str) -> list[str | None]:
+    """`latency_ms.repeats[].samples` -> ["latency_ms", "repeats", None, "samples"] (None: any index)."""
+    keys: list[str | None] = []
+    for segment in _segments(pattern):
+        keys.append(segment.removesuffix(EACH))
+        if segment.endswith(EACH):
+            keys.append(None)
+    return keys
+
+
+def part_name(where: str) -> str:
+    """The BULKY_JOB_KEYS entry that a key of split_job's parts (`latency_ms.repeats.0.samples`)
+    belongs to: the store keeps each entry's parts in a row of their own."""
+    keys = where.split(".")
+    for pattern in BULKY_JOB_KEYS:
+        wanted = _pattern_keys(pattern)
+        if len(wanted) == len(keys) and all(w is None or w == k for w, k in zip(wanted, keys, strict=True)):
+            return pattern
+    raise ValueError(f"{where!r} is no bulky part of a job")
+
+
+def parts_at(path: str) -> tuple[str, ...]:
+    """The BULKY_JOB_KEYS entries that the value at the JSON `path` holds or is inside."""
+    keys = path_keys(path)
+    return tuple(
+        pattern
+        for pattern in BULKY_JOB_KEYS
+        if all(w is None or w == k for w, k in zip(_pattern_keys(pattern), keys, strict=False))
+    )
+
+
 def needs_parts(path: str) -> bool:
     """Whether the value at the JSON `path` holds (or is inside) a bulky part."""
-    keys = path_keys(path)
-    for pattern in BULKY_JOB_KEYS:
-        wanted: list[str | None] = []
-        for segment in _segments(pattern):
-            wanted.append(segment.removesuffix(EACH))
-            if segment.endswith(EACH):
-                wanted.append(None)  # any index
-        if all(w is None or w == k for w, k in zip(wanted, keys, strict=False)):
-            return True
-    return False
+    return bool(parts_at(path))
 
 
 def value_at(document: Any, path: str) -> Any:

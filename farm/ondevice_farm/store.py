@@ -5,8 +5,9 @@
 A run row is written when a run starts; each job is written in one transaction when it is
 complete (measurements, analysis and all) or failed (its error and nothing else). Readers
 (the CLI, the metrics collector) never see half a job. A job is stored as its summary (the
-`jobs` row: columns and the document without its bulky parts) and its bulky parts (a `job_parts`
-row, job_parts.py); the same transaction keeps the scrape's incremental state (store_state.py).
+`jobs` row: columns and the document without its bulky parts) and its bulky parts (`job_parts`
+rows, one per BULKY_JOB_KEYS entry it has: job_parts.py); the same transaction keeps the
+scrape's incremental state (store_state.py).
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ from typing import Any
 
 from ondevice_farm.errors import StoreError, UsageError
 from ondevice_farm.job_parts import join_job
-from ondevice_farm.store_migrations import MIGRATIONS, run_script
-from ondevice_farm.store_queries import DurationRow, JobSummary, duration_buckets, job_fields, job_summaries
+from ondevice_farm.store_migrations import MIGRATIONS, insert_parts, run_script
+from ondevice_farm.store_queries import (
+    DurationRow,
+    JobSummary,
+    duration_buckets,
+    job_fields,
+    job_summaries,
+    load_parts,
+    whole_jobs,
+)
 from ondevice_farm.store_schema import JOB_COLUMNS, StoredJob, job_row
 from ondevice_farm.store_sql import (
     Database,
@@ -53,10 +62,6 @@ DEFAULT_DELETE_BATCH_JOBS = 500
 DEFAULT_PAGE_JOBS = 1000
 #: what the incremental state needs of a job row (store_state.StoredJob)
 STORED_JOB_COLUMNS = "job_id, model_name, device, target, status, started_at, finished_at"
-
-
-def _whole(summary: str, parts: str | None) -> dict[str, Any]:
-    return join_job(json.loads(summary), json.loads(parts) if parts else None)
 
 
 def _stored_job(row: tuple[Any, ...]) -> StoredJob:
@@ -173,10 +178,7 @@ class ResultsStore:
                 f"INSERT INTO jobs({','.join(JOB_COLUMNS)}) VALUES ({','.join('?' * len(JOB_COLUMNS))})",
                 row.values,
             )
-            if row.parts is not None:
-                db.execute(
-                    "INSERT INTO job_parts(job_id, document) VALUES (?, ?)", (row.job.job_id, row.parts)
-                )
+            insert_parts(db, row)
             add_durations(db, [row.job], 1)
             offer_latest(db, row.job)
 
@@ -230,26 +232,20 @@ class ResultsStore:
         return self._run_row(row)
 
     def jobs(self, run_id: str) -> list[dict[str, Any]]:
-        """Every job of the run, whole, by (finished_at, job_id): `run_job_summaries` pages a
-        large run without its bulky parts."""
+        """Every job of the run, whole, by (finished_at, job_id): `iter_run_job_summaries` reads a
+        large run without its bulky parts, a page at a time."""
         rows = self._db.execute(
-            "SELECT jobs.document, job_parts.document FROM jobs"
-            " LEFT JOIN job_parts ON job_parts.job_id = jobs.job_id"
-            " WHERE jobs.run_id=? ORDER BY jobs.finished_at, jobs.job_id",
-            (run_id,),
+            "SELECT job_id, document FROM jobs WHERE run_id=? ORDER BY finished_at, job_id", (run_id,)
         ).fetchall()
-        return [_whole(summary, parts) for summary, parts in rows]
+        return whole_jobs(self._db, rows)
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        """One job's whole document."""
-        row = self._db.execute(
-            "SELECT jobs.document, job_parts.document FROM jobs"
-            " LEFT JOIN job_parts ON job_parts.job_id = jobs.job_id WHERE jobs.job_id=?",
-            (job_id,),
-        ).fetchone()
+    def job(self, job_id: str, *, parts: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """One job's document, whole; with `parts`, its summary and only those BULKY_JOB_KEYS
+        entries (`parts=("ops",)`: the op table without the trace)."""
+        row = self._db.execute("SELECT document FROM jobs WHERE job_id=?", (job_id,)).fetchone()
         if row is None:
             raise UsageError(f"no job {job_id!r} in {self.path}")
-        return _whole(row[0], row[1])
+        return join_job(json.loads(row[0]), load_parts(self._db, [job_id], parts).get(job_id))
 
     def run_job_summaries(
         self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
@@ -286,12 +282,11 @@ class ResultsStore:
     def latest_jobs(self) -> list[dict[str, Any]]:
         """The newest successful job per (model, device, target), whole: what dashboards show now."""
         rows = self._db.execute(
-            "SELECT jobs.document, job_parts.document FROM series_latest"
+            "SELECT jobs.job_id, jobs.document FROM series_latest"
             " JOIN jobs ON jobs.job_id = series_latest.job_id"
-            " LEFT JOIN job_parts ON job_parts.job_id = jobs.job_id"
             " ORDER BY series_latest.model_name, series_latest.device, series_latest.target"
         ).fetchall()
-        return [_whole(summary, parts) for summary, parts in rows]
+        return whole_jobs(self._db, rows)
 
     # -- metrics: what farm/ondevice_farm/metrics/collector.py reads at every scrape --------------------
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ondevice_farm.store_schema import JOB_COLUMNS, StoredJob, job_row
+from ondevice_farm.store_schema import JOB_COLUMNS, JobRow, StoredJob, job_row
 from ondevice_farm.store_sql import Database
 from ondevice_farm.store_state import WATERMARK_ROW, add_durations
 
@@ -77,8 +77,10 @@ SUMMARY_JOBS_TABLE = """
         document                 TEXT NOT NULL     -- the job JSON without its bulky parts
     );
     CREATE TABLE job_parts (
-        job_id    TEXT PRIMARY KEY,                -- written and removed with its jobs row
-        document  TEXT NOT NULL                    -- the bulky parts (job_parts.split_job)
+        job_id    TEXT NOT NULL,                   -- written and removed with its jobs row
+        part      TEXT NOT NULL,                   -- a job_parts.BULKY_JOB_KEYS entry
+        document  TEXT NOT NULL,                   -- its parts, {where: value} (split_job)
+        PRIMARY KEY (job_id, part)
     );
     CREATE TABLE jobs_watermark (id INTEGER PRIMARY KEY, jobs BIGINT NOT NULL, changes BIGINT NOT NULL);
     CREATE TABLE job_durations (
@@ -109,6 +111,13 @@ SUMMARY_JOBS_INDEXES = """
 """
 
 
+def insert_parts(db: Database, row: JobRow) -> None:
+    for name, text in row.parts.items():
+        db.execute(
+            "INSERT INTO job_parts(job_id, part, document) VALUES (?, ?, ?)", (row.job.job_id, name, text)
+        )
+
+
 def run_script(db: Database, script: str) -> None:
     for statement in db.ddl(script).split(";"):
         if statement.strip():
@@ -132,15 +141,14 @@ def summary_columns_migration(db: Database) -> None:
         if not page:
             break
         stored: list[StoredJob] = []
-        for job_id, run_id, finished_at, text in page:
+        for _, run_id, finished_at, text in page:
             document: dict[str, Any] = json.loads(text)
             # the old add_job stored "now" in the column for a document without a finish time
             if document.get("finished_at") is None:
                 document["finished_at"] = finished_at
             row = job_row(str(run_id), document)
             db.execute(f"INSERT INTO jobs_v4({','.join(JOB_COLUMNS)}) VALUES ({marks})", row.values)
-            if row.parts is not None:
-                db.execute("INSERT INTO job_parts(job_id, document) VALUES (?, ?)", (job_id, row.parts))
+            insert_parts(db, row)
             stored.append(row.job)
             if row.job.status == "ok":
                 key = (row.job.finished_at, row.job.job_id)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ondevice_farm.job_parts import join_job, needs_parts, value_at
+from ondevice_farm.job_parts import join_job, parts_at, value_at
 from ondevice_farm.store_schema import COLUMN_FOR_PATH, MICROS_PER_S, STORED_DURATION_BOUNDS_S
 from ondevice_farm.store_sql import Database
 
@@ -37,10 +37,36 @@ class JobSummary:
     values: list[Any]
 
 
+def load_parts(
+    db: Database, job_ids: Sequence[str], names: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """job_id -> its bulky parts ({where: value}), all of them or those of the BULKY_JOB_KEYS
+    entries `names`; a job without any is absent."""
+    found: dict[str, dict[str, Any]] = {}
+    if names is not None and not names:
+        return found
+    only = f" AND part IN ({','.join('?' * len(names))})" if names is not None else ""
+    for start in range(0, len(job_ids), IN_CHUNK):
+        chunk = list(job_ids[start : start + IN_CHUNK])
+        rows = db.execute(
+            f"SELECT job_id, document FROM job_parts WHERE job_id IN ({','.join('?' * len(chunk))}){only}",
+            (*chunk, *(names or ())),
+        ).fetchall()
+        for job_id, text in rows:
+            found.setdefault(str(job_id), {}).update(json.loads(text))
+    return found
+
+
+def whole_jobs(db: Database, rows: Sequence[tuple[Any, str]]) -> list[dict[str, Any]]:
+    """(job_id, summary JSON) rows -> the whole documents, in the rows' order."""
+    parts = load_parts(db, [str(r[0]) for r in rows])
+    return [join_job(json.loads(text), parts.get(str(job_id))) for job_id, text in rows]
+
+
 @dataclass(frozen=True)
 class PathPlan:
-    """How to answer values at `paths`: columns where a path has one, else the parsed document
-    (once per row), joined with its parts only where a path reaches into them."""
+    """How to answer values at `paths`: columns where a path has one, else the parsed summary
+    (once per row), joined with the bulky parts that a path reaches into, and only those."""
 
     paths: tuple[str, ...]
 
@@ -53,31 +79,24 @@ class PathPlan:
         return any(p not in COLUMN_FOR_PATH for p in self.paths)
 
     @property
-    def parts(self) -> bool:
-        return any(p not in COLUMN_FOR_PATH and needs_parts(p) for p in self.paths)
+    def parts(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(n for p in self.paths if p not in COLUMN_FOR_PATH for n in parts_at(p)))
 
-    def select(self, table: str = "jobs") -> str:
-        """The select list after the caller's own columns: columns, then the documents."""
-        items = [f"{table}.{name}" for name in self.columns]
-        if self.document:
-            items.append(f"{table}.document")
-        if self.parts:
-            items.append("job_parts.document")
-        return ", ".join(items)
+    def select(self) -> str:
+        """The select list after the caller's own columns: columns, then the summary."""
+        return ", ".join(
+            [*(f"jobs.{name}" for name in self.columns), *(["jobs.document"] if self.document else [])]
+        )
 
-    def join(self, table: str = "jobs") -> str:
-        return f" LEFT JOIN job_parts ON job_parts.job_id = {table}.job_id" if self.parts else ""
-
-    def values(self, row: Sequence[Any]) -> list[Any]:
+    def values(self, row: Sequence[Any], parts: dict[str, Any] | None = None) -> list[Any]:
         """The values at `paths` from a row's part past the caller's own columns."""
         stored = iter(row)
         by_column = {name: next(stored) for name in self.columns}
         document: Any = None
         if self.document:
             document = json.loads(next(stored))
-            if self.parts:
-                parts = next(stored)
-                document = join_job(document, json.loads(parts) if parts else None)
+            if parts:
+                document = join_job(document, parts)
         return [
             COLUMN_FOR_PATH[p].read(by_column[COLUMN_FOR_PATH[p].name])
             if p in COLUMN_FOR_PATH
@@ -93,13 +112,13 @@ def job_fields(db: Database, job_ids: list[str], paths: tuple[str, ...]) -> dict
     plan = PathPlan(paths)
     for start in range(0, len(job_ids), IN_CHUNK):
         chunk = job_ids[start : start + IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
         rows = db.execute(
-            f"SELECT jobs.job_id, {plan.select()} FROM jobs{plan.join()}"
-            f" WHERE jobs.job_id IN ({','.join('?' * len(chunk))})",
-            chunk,
+            f"SELECT jobs.job_id, {plan.select()} FROM jobs WHERE jobs.job_id IN ({marks})", chunk
         ).fetchall()
+        parts = load_parts(db, [str(r[0]) for r in rows], plan.parts) if plan.parts else {}
         for row in rows:
-            found[str(row[0])] = plan.values(row[1:])
+            found[str(row[0])] = plan.values(row[1:], parts.get(str(row[0])))
     return found
 
 
@@ -108,8 +127,10 @@ def job_summaries(db: Database, paths: tuple[str, ...]) -> list[JobSummary]:
     extra = f", {plan.select()}" if paths else ""
     rows = db.execute(
         "SELECT jobs.run_id, jobs.job_id, jobs.model_name, jobs.model_sha256, jobs.device, jobs.target,"
-        f" jobs.status, jobs.finished_at, jobs.document_bytes{extra} FROM jobs{plan.join()}"
+        f" jobs.status, jobs.finished_at, jobs.document_bytes{extra} FROM jobs"
     ).fetchall()
+    # a path into the bulky parts (gc asks for none) reads them all: a full read, as asked
+    parts = load_parts(db, [str(r[1]) for r in rows], plan.parts) if plan.parts else {}
     return [
         JobSummary(
             str(r[0]),
@@ -121,7 +142,7 @@ def job_summaries(db: Database, paths: tuple[str, ...]) -> list[JobSummary]:
             str(r[6]),
             float(r[7]),
             int(r[8]),
-            plan.values(r[9:]) if paths else [],
+            plan.values(r[9:], parts.get(str(r[1]))) if paths else [],
         )
         for r in rows
     ]

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ondevice_farm.job_parts import split_job, value_at
+from ondevice_farm.job_parts import part_name, split_job, value_at
 
 #: the job duration histogram the store keeps up to date on every write, in seconds (the
 #: exporter's DEFAULT_DURATION_BUCKETS_S); a change is a migration that rebuilds job_duration_counts
@@ -115,10 +115,11 @@ class StoredJob:
 
 @dataclass(frozen=True)
 class JobRow:
-    """One job as the store writes it: its row of `jobs` and its row of `job_parts` (None: none)."""
+    """One job as the store writes it: its row of `jobs` and its rows of `job_parts`."""
 
     values: tuple[Any, ...]
-    parts: str | None
+    #: BULKY_JOB_KEYS entry -> the JSON of its parts ({where: value}, as split_job gives them)
+    parts: dict[str, str]
     job: StoredJob
 
 
@@ -126,7 +127,10 @@ def job_row(run_id: str, document: dict[str, Any]) -> JobRow:
     """The rows of a complete job document (its `finished_at` is set: the store's key order)."""
     summary, parts = split_job(document)
     summary_text = json.dumps(summary)
-    parts_text = json.dumps(parts) if parts else None
+    grouped: dict[str, dict[str, Any]] = {}
+    for where, value in parts.items():
+        grouped.setdefault(part_name(where), {})[where] = value
+    parts_text = {name: json.dumps(group) for name, group in grouped.items()}
     identity = [
         document["model"]["name"],
         document["model"]["sha256"],
@@ -138,7 +142,7 @@ def job_row(run_id: str, document: dict[str, Any]) -> JobRow:
         document.get("started_at"),
         float(document["finished_at"]),
     ]
-    size = len(summary_text) + (len(parts_text) if parts_text else 0)
+    size = len(summary_text) + sum(len(text) for text in parts_text.values())
     values = (
         document["job_id"],
         run_id,

@@ -7,7 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ondevice_farm.job_parts import BULKY_JOB_KEYS, join_job, needs_parts, split_job, value_at
+import pytest
+
+from ondevice_farm.job_parts import (
+    BULKY_JOB_KEYS,
+    join_job,
+    needs_parts,
+    part_name,
+    parts_at,
+    split_job,
+    value_at,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED_JOB = REPO / "tests/report/fixtures/host/tinynet_busy_host.json"
@@ -76,3 +86,15 @@ def test_values_at_paths_as_sqlite_json_extract_reads_them() -> None:
     assert value_at(doc, "$.a.b.c") is None
     assert value_at(doc, "$.n.x") is None
     assert value_at(doc, "$.n") == 0
+
+
+def test_each_part_belongs_to_one_bulky_key() -> None:
+    assert part_name("ops") == "ops"
+    assert part_name("latency_ms.repeats.3.samples") == "latency_ms.repeats[].samples"
+    assert part_name("compile.node_placement") == "compile.node_placement"
+    with pytest.raises(ValueError, match="no bulky part"):
+        part_name("latency_ms.samples")
+    assert parts_at("$.compile") == ("compile.node_placement",)
+    assert parts_at("$.ops[3].name") == ("ops",)
+    assert parts_at("$.latency_ms.p50") == ()
+    assert set(parts_at("$")) == set(BULKY_JOB_KEYS)

@@ -20,7 +20,7 @@ import ondevice_farm.store
 from ondevice_farm.analysis.sessions import sessions_document
 from ondevice_farm.errors import UsageError
 from ondevice_farm.gc.policy import JOB_PATHS as GC_PATHS
-from ondevice_farm.job_parts import split_job, value_at
+from ondevice_farm.job_parts import part_name, split_job, value_at
 from ondevice_farm.metrics.collector import DEFAULT_DURATION_BUCKETS_S
 from ondevice_farm.metrics.latest import JOB_PATHS as METRIC_PATHS
 from ondevice_farm.store import MIGRATIONS, ResultsStore, StoreLocation
@@ -208,6 +208,9 @@ def test_a_job_reads_back_whole_and_its_summary_without_bulky_parts(
         assert len(json.dumps(summaries[0])) < len(json.dumps(recorded)) / 5
         with pytest.raises(UsageError, match="no job"):
             store.job("nope")
+        op_table = store.job(recorded["job_id"], parts=("ops",))  # the op table, not the trace
+        assert op_table == {**split_job(recorded)[0], "ops": recorded["ops"]}
+        assert store.job(recorded["job_id"], parts=()) == split_job(recorded)[0]
 
 
 def test_values_at_paths_agree_with_the_whole_document(
@@ -234,8 +237,12 @@ def test_values_at_paths_agree_with_the_whole_document(
         assert fields[recorded["job_id"]][paths.index("$.ops")] == recorded["ops"]
         gc_view = {s.job_id: s for s in store.job_summaries(GC_PATHS)}
         assert gc_view[recorded["job_id"]].values == ["host-cpu", recorded["artifact_sha256"], "b" * 64]
-        whole = len(json.dumps(split_job(recorded)[0])) + len(json.dumps(split_job(recorded)[1]))
-        assert gc_view[recorded["job_id"]].document_bytes == whole
+        summary, parts = split_job(recorded)
+        grouped: dict[str, dict[str, Any]] = {}
+        for where, value in parts.items():
+            grouped.setdefault(part_name(where), {})[where] = value
+        stored = len(json.dumps(summary)) + sum(len(json.dumps(g)) for g in grouped.values())
+        assert gc_view[recorded["job_id"]].document_bytes == stored
 
 
 def test_summaries_page_by_finish_time_and_id(location: StoreLocation) -> None:
