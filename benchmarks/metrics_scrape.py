@@ -35,7 +35,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ondevice_farm.metrics.collector import DEFAULT_DURATION_BUCKETS_S
 from ondevice_farm.metrics.fleet_state import FleetSnapshot, UnitState
+from ondevice_farm.metrics.latest import JOB_PATHS
 from ondevice_farm.metrics.server import start_metrics_server
 from ondevice_farm.store import ResultsStore, StoreLocation
 
@@ -114,6 +116,26 @@ def _size(store_path: StoreLocation) -> str:
     return f"{store_path.stat().st_size / 2**20:.0f} MiB" if isinstance(store_path, Path) else "PostgreSQL"
 
 
+def store_reads_after_landing(store_path: StoreLocation, job: dict[str, Any], times: int = 5) -> list[float]:
+    """What the collector reads from the store when a job has landed since the last scrape:
+    the watermark, the newest job per series, the new job's values, the duration histogram."""
+    took = []
+    with ResultsStore(store_path) as store:
+        for n in range(times):
+            store.add_job(
+                "bench-001",
+                {**job, "job_id": f"read-{n}", "model": {"name": f"read-{n}", "sha256": "0" * 64}},
+            )
+            start = time.perf_counter()
+            with store.read_snapshot():
+                store.jobs_version()
+                store.latest_job_ids()
+                store.job_fields([f"read-{n}"], JOB_PATHS)
+                store.job_duration_buckets(DEFAULT_DURATION_BUCKETS_S)
+            took.append(time.perf_counter() - start)
+    return took
+
+
 def get(url: str, gzipped: bool = False) -> tuple[float, bytes]:
     """One scrape as Prometheus makes it (it asks for gzip), timed to the last byte."""
     request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzipped else {})
@@ -155,6 +177,7 @@ def main() -> None:
             start = time.perf_counter()
             summaries = sum(1 for _ in store.iter_run_job_summaries("bench-000"))
             night_summaries_s = time.perf_counter() - start
+        reads = store_reads_after_landing(store_path, job)
         server = start_metrics_server(store_path, port=0, fleet=Fleet(args.devices))
         try:
             cold_s, body = get(server.url, gzipped=True)
@@ -182,6 +205,7 @@ def main() -> None:
     print(f"{'latest_jobs() (whole documents)':<36} {whole_s * 1000:8.1f} ms")
     print(f"{'one night whole: jobs() (' + str(len(night)) + ')':<36} {night_whole_s * 1000:8.1f} ms")
     print(f"{'its summaries, paged (' + str(summaries) + ')':<36} {night_summaries_s * 1000:8.1f} ms")
+    print(f"{'store reads after a job landed (median)':<36} {statistics.median(reads) * 1000:8.1f} ms")
     print(f"{'cold scrape (first, gzip)':<36} {cold_s * 1000:8.1f} ms")
     print(f"{'scrape after a job landed (median)':<36} {statistics.median(landed) * 1000:8.1f} ms")
     print(f"{'warm scrape, plain (median)':<36} {statistics.median(plain) * 1000:8.1f} ms")
