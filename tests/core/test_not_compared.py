@@ -201,8 +201,9 @@ def test_documents_stored_before_the_three_states_are_migrated(
     assert (migrated["good"]["status"], migrated["bad"]["status"]) == ("passed", "failed")
     registry = _registry(path)
     assert registry.get_sample_value("farm_reference_passed", SERIES) is None
-    assert registry.get_sample_value("farm_reference_passed", {**SERIES, "target": "ort/nnapi"}) == 1
-    assert registry.get_sample_value("farm_reference_passed", {**SERIES, "target": "ort/xnnpack"}) == 0
+    state = registry.get_sample_value
+    assert state("farm_reference_state", {**SERIES, "target": "ort/nnapi", "state": "passed"}) == 1
+    assert state("farm_reference_state", {**SERIES, "target": "ort/xnnpack", "state": "failed"}) == 1
     console = Console(record=True, width=200)
     with ResultsStore(path) as store:
         jobs = store.jobs(RUN_ID)

@@ -42,6 +42,12 @@ def selectors(expr: str) -> list[str]:
     return found
 
 
+def matcher_labels(selector: str) -> set[str]:
+    """The label names a selector's matchers name (`up{job="farm"}` -> {"job"})."""
+    _, _, matchers = selector.partition("{")
+    return set(re.findall(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)", matchers))
+
+
 def variables_used(text: str) -> set[str]:
     return {a or b for a, b in GRAFANA_VARIABLE.findall(text)}
 

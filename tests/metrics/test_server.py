@@ -96,7 +96,7 @@ def test_served_text_is_what_the_collector_collects_and_follows_new_jobs(
             assert served == _samples(generate_latest(reference).decode())
             assert ("farm_queue_jobs", (), 3.0) in served
             assert any(
-                name == "farm_reference_passed" and ("model", "othernet") in labels
+                name == "farm_reference_state" and ("model", "othernet") in labels
                 for name, labels, _ in served
             )
     finally:

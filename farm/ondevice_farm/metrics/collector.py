@@ -1,11 +1,14 @@
 """The exporter: a prometheus_client Collector that reads the results store at scrape time.
 
 Every scrape reads the store inside one read transaction, so it shows the store at one
-instant: a job being written is either entirely in the scrape or not at all. Documents of
-the latest jobs are parsed once and kept by job id (a stored job never changes), so a scrape
-of a large farm costs one index walk plus a few aggregate queries.
+instant: a job being written is either entirely in the scrape or not at all. What is derived
+from the latest jobs is kept by job id (a stored job never changes), so a scrape of a large farm
+costs the store's watermark plus, when a job landed, a few queries for the new jobs only.
 
-Names, units and labels follow Prometheus's conventions; docs/metrics.md lists every metric.
+The exported series are budgeted (`ondevice_farm.metrics.budget`, docs/metrics.md "Series
+budget"): at most SERIES_PER_RESULT_BUDGET per (model, device, target), suite models plus a
+bounded set of recent ad-hoc ones. Names, units and labels follow Prometheus's conventions;
+docs/metrics.md lists every metric.
 """
 
 from __future__ import annotations
@@ -19,94 +22,71 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from ondevice_farm.errors import StoreError
+from ondevice_farm.errors import StoreError, UsageError
+from ondevice_farm.metrics.budget import (
+    DEFAULT_EXPORT_LIMITS,
+    NIGHTLY_KIND,
+    ExportLimits,
+    SeriesKey,
+    exported_jobs,
+)
 from ondevice_farm.metrics.fleet_state import FleetSnapshot, FleetStateSource
-from ondevice_farm.metrics.latest import JOB_PATHS, LatestResult, parse_latest
+from ondevice_farm.metrics.latest import JOB_PATHS, KEY_PATHS, LatestResult, parse_key, parse_latest
 from ondevice_farm.store import ResultsStore, StoreLocation
 
 #: farm_job_duration_seconds buckets: a host job takes a fraction of a second, a phone job minutes
 DEFAULT_DURATION_BUCKETS_S: tuple[float, ...] = (
     0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 )  # fmt: skip
-NIGHTLY_KIND = "nightly"
 RESULT = ("model", "device", "target")
 UNIT = ("device", "unit")
+#: farm_device_temperature_celsius's sensor: the hottest after the unit's newest exported job
+HOTTEST_SENSOR = "max"
+#: ... and the controller's live reading
+LIVE_SENSOR = "reported"
 
-#: name -> (HELP, labels) of every gauge; docs/metrics.md says the same in more words
+#: name -> (HELP, labels) of every gauge; docs/metrics.md says the same in more words. The
+#: per-result gauges are, at most: 2 latency quantiles + first inference + load + warm load + peak
+#: memory + DEFAULT_OP_BACKENDS farm_ops + fallbacks + 3 reference + energy + sustained slowdown +
+#: generation TTFT = 15 = SERIES_PER_RESULT_BUDGET.
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "farm_inference_latency_seconds": (
-        "Warm inference latency of the newest successful job, by quantile of its timed runs.",
+        "Warm inference latency of the newest successful job, by quantile of its timed runs (0.5, 0.99).",
         (*RESULT, "quantile"),
     ),
     "farm_first_inference_seconds": ("Latency of the first (cold) inference of the newest job.", RESULT),
     "farm_session_load_seconds": ("Time to load the model into an inference session on the unit.", RESULT),
     "farm_session_warm_load_seconds": ("Time to load it again right after the first, caches warm.", RESULT),
-    "farm_sustained_slowdown_ratio": (
-        "Steady-state p50 over first-span p50 of the newest job's sustained run.", RESULT,
-    ),
-    "farm_sustained_throttle_seconds": (
-        "Seconds into the newest job's sustained run until it first throttled (absent: it did not).", RESULT,
-    ),
-    "farm_energy_per_inference_joules": (
-        "Energy per inference during the newest job's timed runs, idle draw subtracted (source: estimated).",
-        (*RESULT, "source"),
-    ),
-    "farm_energy_per_inference_uncertainty_joules": (
-        "One standard uncertainty of farm_energy_per_inference_joules.", (*RESULT, "source"),
-    ),
-    "farm_sustained_latency_seconds": (
-        "Latency in window N of the newest job's sustained run, by quantile of the window's inferences.",
-        (*RESULT, "quantile", "window"),
-    ),
-    "farm_sustained_temperature_celsius": (
-        "Hottest sensor at the end of window N of the newest job's sustained run.", (*RESULT, "window"),
-    ),
-    "farm_sustained_energy_per_inference_joules": (
-        "Energy per inference over the newest job's sustained run, where the unit exposes a counter.",
-        RESULT,
-    ),
     "farm_peak_memory_bytes": ("Peak memory of the process that ran the newest job.", RESULT),
-    "farm_generation_ttft_seconds": (
-        "Time to first token of the newest generation job (median of its timed generations; measured).",
-        RESULT,
-    ),
-    "farm_generation_decode_tokens_per_second": (
-        "Decode rate of the newest generation job: tokens after the first over their span (median).",
-        RESULT,
-    ),
     "farm_ops": (
-        "Ops of the newest job by the backend that ran them (source: measured, planned or synthetic).",
+        "Ops of the newest job by the backend that ran them, the backends past the busiest summed as "
+        "'other' (source: measured, planned or synthetic).",
         (*RESULT, "backend", "source"),
     ),
     "farm_cpu_fallback_ops": (
         "Ops run on the CPU although the target asked for an accelerator (source: as farm_ops).",
         (*RESULT, "source"),
     ),
-    "farm_op_time_seconds": (
-        "Time per run of the newest job's slowest kernels, by statistic over its profiled runs: median "
-        "(what the op table ranks by) or mean (source: measured, estimated or synthetic).",
-        (*RESULT, "kernel", "op_type", "backend", "statistic", "source"),
-    ),
-    "farm_op_time_share_ratio": (
-        "Share of the newest job's op time in each of its slowest kernels, of the summed medians "
-        "(share_of=median) or, where the runner gives one figure per op, means.",
-        (*RESULT, "kernel", "op_type", "backend", "share_of", "source"),
-    ),
-    "farm_op_profiled_runs": ("Profiled runs the newest job's per-op statistics are over.", RESULT),
-    "farm_partitions": ("Subgraphs the model was split into between backends.", RESULT),
     "farm_reference_max_abs_error": ("Largest absolute error against the host reference.", RESULT),
     "farm_reference_snr_db": ("Lowest signal-to-noise ratio against the host reference, dB.", RESULT),
-    "farm_reference_passed": (
-        "1 if all outputs matched the reference, 0 if one did not; absent when not compared.",
-        RESULT,
-    ),
     "farm_reference_state": (
         "1 for the state of the newest job's reference check: passed, failed or not_compared.",
         (*RESULT, "state"),
     ),
-    "farm_result_timestamp_seconds": ("Unix time the newest successful job of the series finished.", RESULT),
+    "farm_energy_per_inference_joules": (
+        "Energy per inference during the newest job's timed runs, idle draw subtracted (source: estimated).",
+        (*RESULT, "source"),
+    ),
+    "farm_sustained_slowdown_ratio": (
+        "Steady-state p50 over first-span p50 of the newest job's sustained run.", RESULT,
+    ),
+    "farm_generation_ttft_seconds": (
+        "Time to first token of the newest generation job (median of its timed generations; measured).",
+        RESULT,
+    ),
     "farm_device_temperature_celsius": (
-        "Temperature of a unit: after its newest job per sensor, or live (sensor 'reported').",
+        "Temperature of a unit: its hottest sensor after its newest job (sensor 'max'), or live "
+        "(sensor 'reported').",
         (*UNIT, "sensor"),
     ),
     "farm_last_nightly_timestamp_seconds": ("Unix time the newest nightly finished.", ("suite",)),
@@ -148,10 +128,17 @@ class FarmCollector(Collector):
         fleet: FleetStateSource | None = None,
         *,
         duration_buckets_s: tuple[float, ...] = DEFAULT_DURATION_BUCKETS_S,
+        limits: ExportLimits = DEFAULT_EXPORT_LIMITS,
     ) -> None:
         self._store = ResultsStore(store_path)
         self._fleet = fleet
         self.duration_buckets_s = tuple(sorted(duration_buckets_s))
+        self.limits = limits
+        #: job id -> its combination, for every combination's newest job (small: five fields)
+        self._keys: dict[str, SeriesKey] = {}
+        #: run id -> its kind (a run's kind never changes), for the runs of those jobs
+        self._run_kinds: dict[str, str] = {}
+        #: job id -> its result, for the exported jobs only
         self._latest: dict[str, LatestResult] = {}
         self._version: tuple[int, int] | None = None
         self._durations: list[DurationRow] = []
@@ -191,17 +178,40 @@ class FarmCollector(Collector):
             return StoreState(True, version, self._latest, self._durations, nightlies), fleet
 
     def _latest_results(self) -> dict[str, LatestResult]:
+        """The exported combinations' newest jobs: what decides is read for every newest job (and
+        kept), the numbers only for those exported."""
         ids = self._store.latest_job_ids()
-        missing = [job_id for job_id in ids if job_id not in self._latest]
+        missing = [job_id for job_id in ids if job_id not in self._keys]
+        fresh = self._store.job_fields(missing, KEY_PATHS) if missing else {}
+        keys = {}
+        for job_id in ids:
+            key = self._keys.get(job_id)
+            if key is None and job_id in fresh:
+                key = parse_key(fresh[job_id])
+            if key is not None:
+                keys[job_id] = key
+        self._keys = keys
+        self._run_kinds = {run_id: self._run_kind(run_id) for run_id in {k.run_id for k in keys.values()}}
+        exported = exported_jobs(keys, self._run_kinds, self.limits.adhoc_series)
+        missing = [job_id for job_id in exported if job_id not in self._latest]
         fresh = self._store.job_fields(missing, JOB_PATHS) if missing else {}
         latest = {}
-        for job_id in ids:
+        for job_id in exported:
             result = self._latest.get(job_id)
             if result is None and job_id in fresh:
-                result = parse_latest(fresh[job_id])
+                result = parse_latest(fresh[job_id], self.limits.op_backends)
             if result is not None:
                 latest[job_id] = result
         return dict(sorted(latest.items(), key=lambda item: item[1].labels))
+
+    def _run_kind(self, run_id: str) -> str:
+        kind = self._run_kinds.get(run_id)
+        if kind is None:
+            try:
+                kind = self._store.run(run_id).kind
+            except UsageError:  # a document naming no stored run: not a suite's
+                kind = ""
+        return kind
 
     def live_families(self, state: StoreState, fleet: FleetSnapshot | None) -> list[Metric]:
         """Everything but the per-series results: small, and changing between any two scrapes."""
@@ -252,42 +262,18 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
         add("farm_first_inference_seconds", result, result.first_inference_s)
         add("farm_session_load_seconds", result, result.session_load_s)
         add("farm_session_warm_load_seconds", result, result.warm_load_s)
-        add("farm_sustained_slowdown_ratio", result, result.sustained_slowdown)
-        add("farm_sustained_throttle_seconds", result, result.sustained_throttle_s)
-        add("farm_energy_per_inference_joules", result, result.energy_j, result.energy_source)
-        add(
-            "farm_energy_per_inference_uncertainty_joules",
-            result,
-            result.energy_uncertainty_j,
-            result.energy_source,
-        )
-        for number, window in enumerate(result.sustained_windows, start=1):
-            for quantile, seconds in window.latency_s.items():
-                add("farm_sustained_latency_seconds", result, seconds, quantile, str(number))
-            add("farm_sustained_temperature_celsius", result, window.max_temperature_c, str(number))
-        add("farm_sustained_energy_per_inference_joules", result, result.sustained_energy_j)
         add("farm_peak_memory_bytes", result, result.peak_memory_bytes)
-        add("farm_generation_ttft_seconds", result, result.generation_ttft_s)
-        add("farm_generation_decode_tokens_per_second", result, result.generation_decode_tokens_per_s)
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend, result.placement_source)
         add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops), result.placement_source)
-        for op in result.slowest_ops:
-            kernel = (op.kernel, op.op_type, op.backend)
-            add("farm_op_time_seconds", result, op.median_s, *kernel, "median", op.source)
-            add("farm_op_time_seconds", result, op.mean_s, *kernel, "mean", op.source)
-            add("farm_op_time_share_ratio", result, op.share, *kernel, op.share_of, op.source)
-        runs = result.op_profiled_runs
-        add("farm_op_profiled_runs", result, None if runs is None else float(runs))
-        add("farm_partitions", result, None if result.partitions is None else float(result.partitions))
         # a simulated unit computes no outputs: no reference series, so no reference alert fires
         if result.reference is not None and result.latency_source != "synthetic":
             add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
             add("farm_reference_snr_db", result, result.reference.snr_db)
-            if result.reference.passed is not None:
-                add("farm_reference_passed", result, 1.0 if result.reference.passed else 0.0)
             add("farm_reference_state", result, 1.0, result.reference.state)
-        add("farm_result_timestamp_seconds", result, result.finished_at)
+        add("farm_energy_per_inference_joules", result, result.energy_j, result.energy_source)
+        add("farm_sustained_slowdown_ratio", result, result.sustained_slowdown)
+        add("farm_generation_ttft_seconds", result, result.generation_ttft_s)
     return list(families.values())
 
 
@@ -298,14 +284,14 @@ def _add_temperatures(
     for result in latest:
         key = (result.device, result.unit)
         seen = newest_on_unit.get(key)
-        if result.temperatures_c and (seen is None or seen.finished_at < result.finished_at):
+        if result.max_temperature_c is not None and (seen is None or seen.finished_at < result.finished_at):
             newest_on_unit[key] = result
     for (device, unit), result in sorted(newest_on_unit.items()):
-        for sensor, celsius in sorted(result.temperatures_c.items()):
-            family.add_metric([device, unit, sensor], celsius)
+        if result.max_temperature_c is not None:
+            family.add_metric([device, unit, HOTTEST_SENSOR], result.max_temperature_c)
     for state in sorted(fleet.devices if fleet else (), key=lambda u: (u.device, u.unit)):
         if state.temperature_c is not None:
-            family.add_metric([state.device, state.unit, "reported"], state.temperature_c)
+            family.add_metric([state.device, state.unit, LIVE_SENSOR], state.temperature_c)
 
 
 def _add_fleet(families: dict[str, GaugeMetricFamily], fleet: FleetSnapshot) -> None:

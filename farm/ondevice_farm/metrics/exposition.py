@@ -1,7 +1,8 @@
 """The text exposition `farm serve` answers `/metrics` with, fast on a large farm.
 
-A farm of 50 devices x 100 models has 5,000 series of results, 13 samples each: formatting
-65,000 samples on every scrape (prometheus_client's `generate_latest`) takes over a second.
+A lab of 40 profiles x 100 models x 3 targets has 12,000 combinations, up to 15 samples each
+(the series budget, `ondevice_farm.metrics.budget`): formatting 180,000 samples on every scrape
+(prometheus_client's `generate_latest`) takes seconds.
 Those samples only change when a job lands, and a stored job never changes, so each result's
 lines are formatted once, kept by job id, and a scrape joins them; the whole block (and its
 gzip) is reused while no job lands. The small, live part (fleet, job counts, durations) is

@@ -5,6 +5,10 @@ job and suite, and always pushes its last-run time; the last-success time is pus
 run that succeeded, and pushing with POST (which replaces only the metric names sent) keeps
 the previous success visible after a failed run. Alert on
 `time() - farm_nightly_last_success_timestamp_seconds`.
+
+Only run-level figures are pushed: the per-(model, device, target) results are `farm serve`'s
+(`/metrics`), and a second copy of them here would count twice against the series budget
+(docs/metrics.md, "Series budget").
 """
 
 from __future__ import annotations
@@ -15,19 +19,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
 
-from ondevice_farm.analysis.reference_state import NOT_COMPARED, PASSED, reference_state
+from ondevice_farm.analysis.reference_state import FAILED, NOT_COMPARED, PASSED, reference_state
 from ondevice_farm.errors import FarmError
-from ondevice_farm.metrics.latest import LATENCY_QUANTILES, MS_PER_S
 
 PUSH_JOB = "farm_nightly"
 DEFAULT_SUITE = "default"
 DEFAULT_PUSH_TIMEOUT_S = 10.0
-RESULT_LABELS = ("model", "device", "target")
-
-
-def _job_labels(job: dict[str, Any]) -> tuple[str, str, str]:
-    model = job.get("model") or {}
-    return (str(model.get("name", "")), str(job.get("device", "")), str(job.get("target", "")))
+REFERENCE_STATES = (PASSED, FAILED, NOT_COMPARED)
 
 
 def _times(jobs: list[dict[str, Any]], key: str) -> list[float]:
@@ -67,32 +65,22 @@ def summary_registry(
     for status, count in sorted(statuses.items()):
         counts.labels(status).set(count)
 
-    latency = Gauge(
-        "farm_nightly_inference_latency_seconds",
-        "Warm inference latency in the last nightly run.",
-        [*RESULT_LABELS, "quantile"],
+    checks = Gauge(
+        "farm_nightly_reference_checks",
+        "Successful jobs of the last nightly run by reference check state (simulated units' left out).",
+        ["state"],
         registry=registry,
     )
-    passed = Gauge(
-        "farm_nightly_reference_passed",
-        "1 if the job matched the host reference in the last nightly.",
-        list(RESULT_LABELS),
-        registry=registry,
-    )
+    by_state = dict.fromkeys(REFERENCE_STATES, 0)
     for job in jobs:
-        if job.get("status") != "ok":
-            continue
-        labels = _job_labels(job)
-        latency_ms = job.get("latency_ms") or {}
-        for quantile, key in LATENCY_QUANTILES:
-            if isinstance(latency_ms.get(key), int | float):
-                latency.labels(*labels, quantile).set(latency_ms[key] / MS_PER_S)
-        # a job whose outputs were not compared has no series: it neither passed nor failed; nor has
-        # a simulated unit's job (no outputs to compare): no reference alert fires on either
-        state = reference_state(job).state
+        # a simulated unit's job computes no outputs: it neither passed nor failed, and no
+        # reference alert may count it
         synthetic = (job.get("provenance") or {}).get("latency") == "synthetic"
-        if state != NOT_COMPARED and not synthetic:
-            passed.labels(*labels).set(1.0 if state == PASSED else 0.0)
+        if job.get("status") == "ok" and not synthetic:
+            state = reference_state(job).state
+            by_state[state] = by_state.get(state, 0) + 1
+    for state, count in by_state.items():
+        checks.labels(state).set(count)
     return registry
 
 

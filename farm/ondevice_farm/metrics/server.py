@@ -18,6 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from ondevice_farm.errors import UsageError
+from ondevice_farm.metrics.budget import DEFAULT_EXPORT_LIMITS, ExportLimits
 from ondevice_farm.metrics.collector import FarmCollector
 from ondevice_farm.metrics.disk import DiskUsage, WithDiskUsage
 from ondevice_farm.metrics.exposition import CachedExposition
@@ -94,13 +95,14 @@ def start_metrics_server(
     fleet: FleetStateSource | None = None,
     others: WsgiApp | None = None,
     disk: DiskUsage | None = None,
+    limits: ExportLimits = DEFAULT_EXPORT_LIMITS,
 ) -> MetricsServer:
     """Serve `farm_*` metrics of the store at `store_path` (and `fleet`, and the farm directory's
-    `disk` use, when given) on host:port.
+    `disk` use, when given) on host:port, within `limits` (docs/metrics.md, "Series budget").
 
     Port 0 picks a free port; the returned server's `.port` says which.
     """
-    collector = FarmCollector(store_path, fleet)
+    collector = FarmCollector(store_path, fleet, limits=limits)
     exposition = CachedExposition(collector)
     app = metrics_app(exposition if disk is None else WithDiskUsage(exposition, disk), others)
 
