@@ -4,6 +4,11 @@ The actor owns its agent; the fleet sends it one job at a time and keeps the pro
 cool-down between jobs (`farm/ondevice_farm/controller/queue.py`), and `max_concurrency=1` makes a second
 call wait rather than share the device. `cancel_job` runs in a concurrency group of its own
 (`CONTROL_GROUP`, its own thread), so it reaches the agent while `run_job` is still running.
+
+Simulated units are the exception: a node's simulated units share one threaded actor
+(`max_concurrency` = their count), each call naming its unit, because a process per unit would not
+fit a lab of a thousand on one machine. The fleet still sees one entry per unit: `SharedUnit` is
+that unit's handle, and it answers `run_job`/`cancel_job` as a unit's own actor does.
 """
 
 from __future__ import annotations
@@ -57,22 +62,23 @@ class DeviceActorImpl:
         cache_dir: str | None = None,
         agent_factory: Callable[[AgentSettings], DeviceAgent] | None = None,
     ) -> None:
+        #: the unit this actor serves; a shared actor (`SharedUnit`) is told its unit in each call
         self.unit = unit
         # `agent_factory` (picklable) builds the agent in the actor's process: a platform whose
         # transport is a test's fake reaches the same actor code as a real one
         self.agent = (agent_factory or agent_class(unit.platform))(settings)
         self.cache_dir = Path(cache_dir) if cache_dir else None
-        #: the job running now (its fleet job id), guarded against a cancel meant for the one before
+        #: the jobs running now (fleet job id -> unit), guarded against a cancel meant for the one before
         self._lock = threading.Lock()
-        self._job_id: str | None = None
+        self._running: dict[str, DeviceUnit] = {}
 
     def describe(self) -> dict[str, Any]:
         import ray
 
         return {"unit": self.unit, "node_id": ray.get_runtime_context().get_node_id()}
 
-    def health(self) -> Health:
-        return self.agent.health(self.unit)
+    def health(self, unit: DeviceUnit | None = None) -> Health:
+        return self.agent.health(unit or self.unit)
 
     def _local(self, request: RunRequest, blob: Any) -> RunRequest:
         """The artifact on this node: the submitter's path where shared, else its shipped bytes."""
@@ -101,14 +107,18 @@ class DeviceActorImpl:
         job_id: str | None = None,
         baseline_blob: Any = None,
         progress_to: Any = None,
+        unit: DeviceUnit | None = None,
     ) -> JobOnUnit:
         """`baseline_blob`: a paired job's baseline artifact (A), shipped as `blob` is.
-        `progress_to`: the fleet actor, told how a paired job's rounds go (`job_progress`)."""
+        `progress_to`: the fleet actor, told how a paired job's rounds go (`job_progress`).
+        `unit`: the unit to run on, where the actor serves several (`SharedUnit`)."""
+        unit = unit or self.unit
         # `farm gc` on this host leaves the cached artifacts alone while the job uses them
         leases = LeaseBook(self.cache_dir.parent) if self.cache_dir is not None else None
         with self._lock:
-            self._job_id = job_id
-            self.agent.begin_job(self.unit)
+            if job_id is not None:
+                self._running[job_id] = unit
+            self.agent.begin_job(unit)
         try:
             with leases.lease() if leases is not None else nullcontext() as lease:
                 with lease.placing() if lease is not None else nullcontext():
@@ -122,22 +132,25 @@ class DeviceActorImpl:
                         used = [request, *([request.paired.baseline] if request.paired is not None else [])]
                         lease.hold(*(f"{self.cache_dir.name}/{r.artifact_sha256}" for r in used))
                 started_at = time.time()
-                self.agent.prepare(self.unit, request)
+                self.agent.prepare(unit, request)
                 listener = None
                 if progress_to is not None and job_id is not None and request.paired is not None:
                     listener = RoundReporter(lambda text: progress_to.job_progress.remote(job_id, text))
-                run = run_repeats(self.agent, self.unit, request, listener)
+                run = run_repeats(self.agent, unit, request, listener)
         finally:
             with self._lock:
-                self._job_id = None
-        return JobOnUnit(run=run, unit=self.unit, started_at=started_at, finished_at=time.time())
+                if job_id is not None:
+                    self._running.pop(job_id, None)
+        return JobOnUnit(run=run, unit=unit, started_at=started_at, finished_at=time.time())
 
     def cancel_job(self, job_id: str) -> bool:
-        """Stop job `job_id` if this unit runs it now (call it in `CONTROL_GROUP`); whether it did."""
+        """Stop job `job_id` if one of this actor's units runs it now (call it in `CONTROL_GROUP`);
+        whether it did."""
         with self._lock:
-            if self._job_id is None or self._job_id != job_id:
+            unit = self._running.get(job_id)
+            if unit is None:
                 return False
-            self.agent.cancel(self.unit)
+            self.agent.cancel(unit)
         return True
 
     def close(self) -> None:
@@ -168,3 +181,45 @@ def device_actor_class() -> Any:
         "runtime_env": {"env_vars": MEASURING_ENV},
     }
     return ray.remote(**options)(DeviceActorImpl)
+
+
+def shared_actor_options(units: int) -> dict[str, Any]:
+    """`device_actor_class().options(...)` of an actor serving `units` units at once: a job each
+    (the class's own `CONTROL_GROUP` stays: Ray takes concurrency groups from the class only)."""
+    return {"max_concurrency": max(1, units)}
+
+
+@dataclass(frozen=True)
+class _UnitCall:
+    """One method of a shared actor, bound to a unit: `.remote(...)` and `.options(...)` as Ray's."""
+
+    method: Any
+    unit: DeviceUnit
+
+    def options(self, **options: Any) -> _UnitCall:
+        return _UnitCall(self.method.options(**options), self.unit)
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method.remote(*args, unit=self.unit, **kwargs)
+
+
+@dataclass(frozen=True)
+class SharedUnit:
+    """A unit served by a shared actor, as the fleet holds a unit's actor: `run_job` and `health`
+    go to the shared actor with the unit named; `cancel_job` needs no unit (job ids are unique).
+    Two are equal when they name the same actor and unit, as the fleet's re-registration checks."""
+
+    actor: Any
+    unit: DeviceUnit
+
+    @property
+    def run_job(self) -> _UnitCall:
+        return _UnitCall(self.actor.run_job, self.unit)
+
+    @property
+    def health(self) -> _UnitCall:
+        return _UnitCall(self.actor.health, self.unit)
+
+    @property
+    def cancel_job(self) -> Any:
+        return self.actor.cancel_job

@@ -3,13 +3,17 @@
 `farm agent` runs one `NodeAgent` per lab host; an embedded `farm submit` runs one for its
 own host. The agent's process owns the actors: if the host dies, so do they, and the fleet
 retries their jobs elsewhere.
+
+A real unit has an actor (a process) of its own, so a hung USB call or a crashed session takes
+down that unit only. Simulated units (`SHARED_ACTOR_PLATFORMS`) share one threaded actor per node
+and platform, sized to the units discovered with it: a lab of a thousand costs a few processes.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,8 @@ log = logging.getLogger(__name__)
 DEFAULT_REDISCOVER_S = 10.0
 #: simulated units exist for load tests; an agent serves them only when asked to
 SIMULATED_PLATFORM = "simulated"
+#: platforms whose units of one node share an actor: a job there is a wait, not a device's work
+SHARED_ACTOR_PLATFORMS = frozenset({SIMULATED_PLATFORM})
 
 
 def default_platforms(simulated: bool = False) -> tuple[str, ...]:
@@ -36,6 +42,15 @@ class NodeAgentConfig:
     #: where shipped artifacts are cached on this node
     cache_dir: Path | None = None
     rediscover_s: float = DEFAULT_REDISCOVER_S
+
+
+@dataclass
+class _SharedActor:
+    platform: str
+    handle: Any
+    #: the units it was started for: its `max_concurrency`
+    capacity: int
+    names: set[str] = field(default_factory=set)
 
 
 def node_strategy(node_id: str) -> Any:
@@ -54,7 +69,10 @@ class NodeAgent:
         self.settings = settings
         self.profiles = profiles
         self.node_id: str = ray.get_runtime_context().get_node_id()
+        #: unit name -> (unit, what the fleet calls: its own actor, or a `SharedUnit`)
         self.actors: dict[str, tuple[DeviceUnit, Any]] = {}
+        #: the shared actors, each with the number of units it was sized for and the names it serves
+        self.shared: list[_SharedActor] = []
         self.errors: dict[str, str] = {}
 
     def discover(self) -> list[DeviceUnit]:
@@ -75,8 +93,8 @@ class NodeAgent:
         return found
 
     def sync(self) -> list[UnitEntry]:
-        """Actors for the units attached now; actors of vanished units are stopped."""
-        import ray
+        """Actors for the units attached now (simulated ones: a shared actor's `SharedUnit`s);
+        actors of vanished units are stopped."""
 
         from ondevice_farm.controller.actor import device_actor_class
 
@@ -84,20 +102,63 @@ class NodeAgent:
         for name in [n for n in self.actors if n not in units]:
             unit, actor = self.actors.pop(name)
             log.info("unit %s vanished", name)
-            ray.kill(actor)
+            self._release(name, actor)
         actor_cls = device_actor_class()
         cache = str(self.config.cache_dir) if self.config.cache_dir else None
-        for name, unit in units.items():
-            if name not in self.actors:
-                actor = actor_cls.options(scheduling_strategy=node_strategy(self.node_id)).remote(
-                    unit, self.settings, cache
-                )
-                self.actors[name] = (unit, actor)
-                log.info("unit %s attached", name)
+        new = [u for name, u in units.items() if name not in self.actors]
+        for unit in [u for u in new if u.platform not in SHARED_ACTOR_PLATFORMS]:
+            actor = actor_cls.options(scheduling_strategy=node_strategy(self.node_id)).remote(
+                unit, self.settings, cache
+            )
+            self.actors[unit.name] = (unit, actor)
+            log.info("unit %s attached", unit.name)
+        for platform in sorted({u.platform for u in new if u.platform in SHARED_ACTOR_PLATFORMS}):
+            self._attach_shared([u for u in new if u.platform == platform], actor_cls, cache)
         return [
             UnitEntry(unit=u, actor=a, cooldown_s=self.profiles[u.profile].thermal.cooldown_s)
             for u, a in self.actors.values()
         ]
+
+    def _attach_shared(self, units: list[DeviceUnit], actor_cls: Any, cache: str | None) -> None:
+        """Units of one shared platform: into a shared actor with room (a unit that came back),
+        else into a new one sized for them all."""
+        from ondevice_farm.controller.actor import shared_actor_options
+
+        platform = units[0].platform
+        for shared in self.shared:
+            while units and shared.platform == platform and len(shared.names) < shared.capacity:
+                unit = units.pop(0)
+                self._serve(shared, unit)
+        if not units:
+            return
+        handle = actor_cls.options(
+            scheduling_strategy=node_strategy(self.node_id), **shared_actor_options(len(units))
+        ).remote(units[0], self.settings, cache)
+        shared = _SharedActor(platform, handle, len(units))
+        self.shared.append(shared)
+        log.info("%d %s unit(s) share one actor", len(units), platform)
+        for unit in units:
+            self._serve(shared, unit)
+
+    def _serve(self, shared: _SharedActor, unit: DeviceUnit) -> None:
+        from ondevice_farm.controller.actor import SharedUnit
+
+        shared.names.add(unit.name)
+        self.actors[unit.name] = (unit, SharedUnit(shared.handle, unit))
+        log.debug("unit %s attached", unit.name)
+
+    def _release(self, name: str, actor: Any) -> None:
+        """A vanished unit's actor stops; a shared one only once it serves no unit."""
+        import ray
+
+        for shared in self.shared:
+            if name in shared.names:
+                shared.names.discard(name)
+                if not shared.names:
+                    self.shared.remove(shared)
+                    ray.kill(shared.handle)
+                return
+        ray.kill(actor)
 
     def register(self, fleet: Any) -> dict[str, list[str]]:
         import ray
@@ -119,9 +180,15 @@ class NodeAgent:
     def close(self) -> None:
         import ray
 
+        from ondevice_farm.controller.actor import SharedUnit
+
         for _, actor in self.actors.values():
-            ray.kill(actor)
+            if not isinstance(actor, SharedUnit):
+                ray.kill(actor)
+        for shared in self.shared:
+            ray.kill(shared.handle)
         self.actors.clear()
+        self.shared.clear()
 
 
 def find_fleet() -> Any:
