@@ -160,15 +160,17 @@ def measure(
         sim = {**env, "FARM_SIMULATED_DEVICES": "4", "FARM_AGENT_SIMULATED_LATENCY_MS": "0.1",
                "FARM_AGENT_SIMULATED_PREFIX": "sim"}  # fmt: skip
         walls = {}
+        # a farm that refuses a nightly on simulated units unless asked (issue 34) is asked
+        nightly_cli = (Path(tree) / "farm" / "ondevice_farm" / "cli" / "nightly.py").read_text()
+        allow = ["--allow-simulated"] if "--allow-simulated" in nightly_cli else []
         for jobs, suite in ((4, write_suite(root / "s1.yaml", models[:1], 4)),
                             (200, write_suite(root / "s200.yaml", models, 4))):  # fmt: skip
             night = {**sim, "FARM_HOME": str(root / f"n{jobs}")}
             # the first night fills the caches and is the next one's baseline; a real nightly
             # reruns the same models against the last night
-            timed([*FARM, "nightly", str(suite)], night, ok_codes=(0, 1))
-            walls[jobs] = statistics.median(
-                [timed([*FARM, "nightly", str(suite)], night, ok_codes=(0, 1)) for _ in range(repeats)]
-            )
+            command = [*FARM, "nightly", *allow, str(suite)]
+            timed(command, night, ok_codes=(0, 1))
+            walls[jobs] = statistics.median([timed(command, night, ok_codes=(0, 1)) for _ in range(repeats)])
         figures["per-job (200-job nightly)"] = (walls[200] - walls[4]) / 196
         print(
             f"{tree}: nightly 4 jobs {walls[4]:.2f} s, 200 jobs {walls[200]:.2f} s (measured, medians)",

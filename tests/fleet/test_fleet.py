@@ -217,7 +217,9 @@ def test_an_interactive_submit_is_not_starved_by_a_big_nightly(
     models = [make_model(tmp_path, f"big{i}", 16 + i) for i in range(4)]
     units = ["simulated:n2-0", "simulated:n2-1", "simulated:n3-0", "simulated:n3-1"]
     suite = write_suite(tmp_path / "big.yaml", "big", models, units, runs=1000, warmup=0)
-    nightly = spawn_farm(fleet, "big", "nightly", str(suite), "--address", fleet.cluster.address, "--json")
+    nightly = spawn_farm(
+        fleet, "big", "nightly", "--allow-simulated", str(suite), "--address", fleet.cluster.address, "--json"
+    )
     try:
         wait_for(lambda: len(busy_units(fleet)) >= 4, 60, "the nightly to occupy every simulated unit")
         interactive = fleet.farm(
@@ -258,9 +260,9 @@ def test_nightly_flags_a_slower_device_and_nothing_on_an_aa_rerun(
     # the session-level test gives a verdict once a job has 3 earlier runs (its night-to-night drift)
     address = ("--address", fleet.cluster.address)
     for _ in range(3):
-        first = fleet.farm("nightly", str(suite), *address, "--json")
+        first = fleet.farm("nightly", "--allow-simulated", str(suite), *address, "--json")
         assert first.returncode == 0, first.stderr[-2000:]
-    again = fleet.farm("nightly", str(suite), *address, "--json")
+    again = fleet.farm("nightly", "--allow-simulated", str(suite), *address, "--json")
     aa = run_json(again)
     assert again.returncode == 0, again.stdout[-3000:]
     assert aa["comparison"]["baseline_run"] == run_json(first)["run_id"]
@@ -270,7 +272,7 @@ def test_nightly_flags_a_slower_device_and_nothing_on_an_aa_rerun(
 
     fleet.slow.write_text("n3-1=1.3\n")
     try:
-        slower = fleet.farm("nightly", str(suite), *address, "--json")
+        slower = fleet.farm("nightly", "--allow-simulated", str(suite), *address, "--json")
     finally:
         fleet.slow.write_text("")
     result = run_json(slower)
@@ -280,7 +282,7 @@ def test_nightly_flags_a_slower_device_and_nothing_on_an_aa_rerun(
     assert [j["device"] for j in flagged] == ["simulated:n3-1"]
     (finding,) = flagged[0]["findings"]
     assert finding["kind"] == "latency" and 1.2 < finding["details"]["ratio"] < 1.4
-    human = fleet.farm("nightly", str(suite), *address, "--baseline", aa["run_id"])
+    human = fleet.farm("nightly", "--allow-simulated", str(suite), *address, "--baseline", aa["run_id"])
     assert human.returncode == 0 and "no regressions" in human.stdout
 
 
@@ -301,7 +303,16 @@ def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
 ) -> None:
     models = [make_model(tmp_path, f"c{i}", 8 + i) for i in range(12)]
     suite = write_suite(tmp_path / "crash.yaml", "crash", models, ["simulated"], runs=600, warmup=0)
-    nightly = spawn_farm(fleet, "crash", "nightly", str(suite), "--address", fleet.cluster.address, "--json")
+    nightly = spawn_farm(
+        fleet,
+        "crash",
+        "nightly",
+        "--allow-simulated",
+        str(suite),
+        "--address",
+        fleet.cluster.address,
+        "--json",
+    )
     try:
         wait_for(lambda: len(run_jobs_in_store(fleet, "crash")[2]) >= 2, 90, "two jobs of the suite stored")
         kill_tree(fleet.serve.pid)  # the controller (and its fleet actor) dies mid-suite
@@ -314,7 +325,9 @@ def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
     run_id, status, jobs = run_jobs_in_store(fleet, "crash")
     assert status == "interrupted" and len(jobs) >= 2 and set(jobs) == {"ok"}
 
-    killed = spawn_farm(fleet, "crash2", "nightly", str(suite), "--address", fleet.cluster.address)
+    killed = spawn_farm(
+        fleet, "crash2", "nightly", "--allow-simulated", str(suite), "--address", fleet.cluster.address
+    )
     try:
         wait_for(
             lambda: run_jobs_in_store(fleet, "crash")[0] not in (None, run_id), 60, "the second run to start"
@@ -339,7 +352,14 @@ def test_killing_a_worker_node_mid_suite_loses_no_job(fleet: Fleet, tmp_path: Pa
     models = [make_model(tmp_path, f"k{i}", 8 + i) for i in range(8)]
     suite = write_suite(tmp_path / "survive.yaml", "survive", models, ["simulated"], runs=400, warmup=0)
     nightly = spawn_farm(
-        fleet, "survive", "nightly", str(suite), "--address", fleet.cluster.address, "--json"
+        fleet,
+        "survive",
+        "nightly",
+        "--allow-simulated",
+        str(suite),
+        "--address",
+        fleet.cluster.address,
+        "--json",
     )
     try:
         wait_for(lambda: any(s.startswith("n3") for s in busy_units(fleet)), 60, "a job running on node n3")

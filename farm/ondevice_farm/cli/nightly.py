@@ -40,6 +40,11 @@ EXIT_REGRESSION = 1
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the run and its comparison as one JSON document."
 )
+@click.option(
+    "--allow-simulated",
+    is_flag=True,
+    help="Run the suite on simulated units too (a simulated lab; their figures are synthetic).",
+)
 @click.pass_obj
 @handles_errors
 def nightly(
@@ -50,17 +55,22 @@ def nightly(
     pushgateway: str | None,
     html_path: Path | None,
     as_json: bool,
+    allow_simulated: bool,
 ) -> None:
     """Run the suite SUITE (YAML: models x devices x targets) and report regressions."""
     from ondevice_farm.controller.cluster import ClusterConfig
     from ondevice_farm.nightly.report import print_summary
     from ondevice_farm.nightly.run import run_nightly
-    from ondevice_farm.nightly.suite import load_suite
+    from ondevice_farm.nightly.suite import load_suite, refuse_simulated
+    from ondevice_farm_agents.simulated.agent import PROFILE
+    from ondevice_farm_agents.simulated.profile import is_simulated
 
     if html_path is not None and not html_path.parent.is_dir():
         raise UsageError(f"--html {html_path}: no folder {html_path.parent}")
     suite = load_suite(suite_path)
     profiles, settings = fleet_settings(state)
+    simulated = {PROFILE} | {name for name, p in profiles.items() if is_simulated(p)}
+    refuse_simulated(suite, simulated, allow_simulated)
     result = run_nightly(
         suite,
         home=state.home,

@@ -52,6 +52,8 @@ class Suite:
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
     policy: RegressionPolicy = field(default_factory=RegressionPolicy)
     source: Path | None = None
+    #: `allow_simulated: true`: the suite may run on simulated units (`refuse_simulated`)
+    allow_simulated: bool = False
 
 
 SUITE_FIELDS = {
@@ -67,6 +69,7 @@ SUITE_FIELDS = {
     "placement_deadline_s",
     "regression",
     "tolerance",
+    "allow_simulated",
 }
 MODEL_FIELDS = {
     "path",
@@ -224,7 +227,11 @@ def parse_suite(data: Any, path: Path) -> Suite:
             for k, v in policy_raw.items()
         }
     )
+    allow_simulated = data.get("allow_simulated", False)
+    if not isinstance(allow_simulated, bool):
+        raise UsageError(f"{where}: allow_simulated must be true or false, got {allow_simulated!r}")
     return Suite(
+        allow_simulated=allow_simulated,
         name=name.strip(),
         models=tuple(_model(m, i, defaults, path.parent, where) for i, m in enumerate(models)),
         attempts=_number(data.get("attempts", DEFAULT_MAX_ATTEMPTS), f"{where}: attempts", int, 1),
@@ -237,6 +244,23 @@ def parse_suite(data: Any, path: Path) -> Suite:
         policy=policy,
         source=path,
     )
+
+
+def refuse_simulated(suite: Suite, simulated: set[str], allowed: bool = False) -> None:
+    """A nightly's runs become the suite's history and baselines: one on simulated units (profiles
+    `simulated`; `all` where they are loaded) runs only when asked for, by `--allow-simulated` or
+    the suite's `allow_simulated: true`, so synthetic figures never become a real suite's baseline
+    by accident. Its figures stay marked synthetic either way."""
+    if allowed or suite.allow_simulated:
+        return
+    for model in suite.models:
+        for device in model.devices:
+            profile = device.partition(":")[0].strip()
+            if profile in simulated or (profile == "all" and simulated):
+                raise UsageError(
+                    f"suite {suite.name!r} runs on simulated units ({device}), whose figures are synthetic",
+                    hint="pass `farm nightly --allow-simulated` (or `allow_simulated: true` in the suite)",
+                )
 
 
 def load_suite(path: Path) -> Suite:

@@ -1,0 +1,184 @@
+"""A simulated lab: ~100 simulated units over three Ray nodes on loopback, one `farm agent` per node
+and `farm serve` on the head, driven by the real `farm nightly` (docs/fleet.md, "Simulated lab").
+
+Checks: a node's simulated units share one DeviceActor process (counted in each node's process
+tree: Ray titles an actor's process `ray::DeviceActorImpl...`); a nightly over them runs on units
+of every node and stores, per job, a synthetic result that went through the analysis (a 200-op
+profile with CPU fallbacks, 100 samples, outputs compared with the reference); and a nightly on
+simulated units is refused unless asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+import psutil
+import pytest
+from onnx import TensorProto, helper
+
+from tests.fleet.cluster import VENV_BIN, LocalCluster, Node, new_cluster
+from tests.fleet.conftest import PROBE, only_loopback, start_serve, wait_for
+
+NODES = (("n1", "127.0.0.1"), ("n2", "127.0.0.2"), ("n3", "127.0.0.3"))
+UNITS_PER_NODE = 34
+JOB_S = 0.3
+#: Ray titles an actor's worker process `ray::<class>` (`ray::<class>.<method>` while it runs one)
+ACTOR_TITLE = "ray::DeviceActorImpl"
+
+
+@dataclass
+class Lab:
+    cluster: LocalCluster
+    home: Path
+    nodes: dict[str, Node]
+    probe: subprocess.Popen[str]
+
+    def units(self) -> list[dict[str, Any]]:
+        assert self.probe.stdin is not None and self.probe.stdout is not None
+        self.probe.stdin.write("units\n")
+        self.probe.stdin.flush()
+        line = ""
+        while not line.startswith("UNITS "):
+            line = self.probe.stdout.readline()
+            if not line:
+                raise RuntimeError("the fleet probe exited")
+        result = json.loads(line[len("UNITS ") :])
+        return result if isinstance(result, list) else []
+
+    def farm(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+        try:
+            return self.cluster.farm(
+                "--home", str(self.home), *args, timeout_s=timeout_s, env={"FARM_SIMULATED_DEVICES": "1"}
+            )
+        except subprocess.TimeoutExpired as exc:
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+            raise AssertionError(f"farm {args[0]} ran past {timeout_s}s:\n{(stderr or '')[-3000:]}") from None
+
+
+def lab_env(root: Path, name: str) -> dict[str, str]:
+    return {
+        "FARM_HOME": str(root / f"home-{name}"),
+        "FARM_AGENT_HOST_SERIAL": name,
+        "FARM_SIMULATED_DEVICES": str(UNITS_PER_NODE),
+        "FARM_AGENT_SIMULATED_PREFIX": name,
+        "FARM_AGENT_SIMULATED_JOB_S": str(JOB_S),
+        "FARM_AGENT_SIMULATED_JOB_SPREAD": "0.2",
+    }
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    if not only_loopback():
+        pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
+    cluster = new_cluster()
+    try:
+        cluster.start_head()
+        nodes = {"n1": cluster.nodes[0]}
+        nodes.update({name: cluster.add_node(name, ip) for name, ip in NODES[1:]})
+        cluster.wait_nodes(len(NODES))
+        home = cluster.root / "home"
+        start_serve(cluster, home)
+        for name, ip in NODES:
+            cluster.spawn(
+                f"agent-{name}",
+                [str(VENV_BIN / "farm"), "agent", "--address", cluster.address, "--node-ip", ip],
+                env=lab_env(cluster.root, name),
+            )
+        probe = subprocess.Popen(
+            [sys.executable, "-c", PROBE, cluster.address],
+            env=cluster.env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        cluster.processes.append(probe)  # type: ignore[arg-type]
+        state = Lab(cluster, home, nodes, probe)
+        expected = len(NODES) * (1 + UNITS_PER_NODE)
+        wait_for(lambda: sum(1 for u in state.units() if u["up"]) == expected, 120, f"{expected} units up")
+        yield state
+    finally:
+        cluster.stop()
+
+
+def device_actor_processes(node: Node) -> int:
+    count = 0
+    for child in psutil.Process(node.process.pid).children(recursive=True):
+        try:
+            title = " ".join(child.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        count += title.startswith(ACTOR_TITLE)
+    return count
+
+
+def test_a_nodes_simulated_units_share_one_actor_process(lab: Lab) -> None:
+    simulated = [u for u in lab.units() if u["name"].startswith("simulated:")]
+    assert len(simulated) == len(NODES) * UNITS_PER_NODE
+    # Ray starts an actor's process after its handle is registered: wait for each node's first two
+    wait_for(lambda: all(device_actor_processes(n) >= 2 for n in lab.nodes.values()), 90, "actor processes")
+    for name, node in lab.nodes.items():
+        # the node's host unit has an actor of its own; its 34 simulated units one between them
+        assert device_actor_processes(node) == 2, name
+
+
+def write_model(path: Path) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])
+    graph = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"])], "lab", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def write_suite(path: Path, model: Path, allow: bool = False) -> Path:
+    # units named on every node (the scheduler's spreading is tests/fleet/test_fleet.py's)
+    units = [f"simulated:{name}-{i}" for name, _ in NODES for i in (0, UNITS_PER_NODE - 1)]
+    lines = [
+        "name: lab",
+        f"devices: [{', '.join(units)}]",
+        "targets: [ort/xnnpack]",
+        "runs: 100",
+        "warmup: 0",
+        "repeats: 1",
+        *(["allow_simulated: true"] if allow else []),
+        "models:",
+        f"  - path: {model}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_nightly_runs_on_every_node_and_stores_a_realistic_synthetic_result(
+    lab: Lab, tmp_path: Path
+) -> None:
+    suite = write_suite(tmp_path / "lab.yaml", write_model(tmp_path / "lab.onnx"), allow=True)
+    done = lab.farm("nightly", str(suite), "--address", lab.cluster.address, "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    shown = lab.farm("show", run_id, "--json", "--address", lab.cluster.address)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    jobs = json.loads(shown.stdout)["jobs"]
+    assert len(jobs) == 2 * len(NODES) and all(j["status"] == "ok" for j in jobs)
+    assert {j["unit"].split("-")[0] for j in jobs} == {name for name, _ in NODES}
+    job = jobs[0]
+    assert len(job["ops"]) == 200 and len(job["latency_ms"]["samples"]) == 100
+    assert {op["time_source"] for op in job["ops"]} == {"synthetic"}
+    assert job["placement"]["XnnpackExecutionProvider"] > job["placement"]["CPUExecutionProvider"] > 0
+    assert job["fallback_ops"] and job["provenance"]["latency"] == "synthetic"
+    assert job["provenance"]["outputs"] == "synthetic" and job["reference"]["status"] == "passed"
+    assert job["load_ms"] > 0 and job["first_inference_ms"] > 0 and job["compile"]
+
+
+def test_a_nightly_on_simulated_units_is_refused_unless_asked_for(lab: Lab, tmp_path: Path) -> None:
+    suite = write_suite(tmp_path / "lab.yaml", write_model(tmp_path / "lab.onnx"))
+    refused = lab.farm("nightly", str(suite), "--address", lab.cluster.address)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "simulated units" in refused.stderr and "--allow-simulated" in refused.stderr
+    assert not any(u["busy"] for u in lab.units())
