@@ -78,7 +78,9 @@ class HostFleet(FleetClient):
         specs: list[JobSpec],
         on_event: Callable[[JobEvent], None] | None = None,
         run_id: str | None = None,
+        writing: Any = None,
     ) -> Iterator[JobEvent]:
+        # no Ray fleet to write the jobs: the events carry the runs, and the pipeline writes them
         for spec in specs:
             if self.during_job is not None:
                 self.during_job(spec)

@@ -175,7 +175,6 @@ def submit_over_api(
         reference_model=upload(reference_model, "--reference model"),
     )
     payload = json.dumps(body.to_json()).encode()
-    jobs: list[dict[str, Any]] = []
     json_type = {"Content-Type": "application/json"}
     # between events the controller sends a heartbeat: silence this long means it is gone
     with api_request(
@@ -192,13 +191,11 @@ def submit_over_api(
             elif kind == EVENT_JOBS_STARTED:
                 progress.jobs_started(int(event.get("total") or 0))
             elif kind == EVENT_JOB_FINISHED:
-                jobs.append(event["job"])
-                progress.job_finished(event["job"])
+                progress.job_finished(event["job"])  # the job's summary: its document is stored
             elif kind == EVENT_ERROR:
                 raise error_from_event(event)
             elif kind == EVENT_DONE:
-                document: dict[str, Any] = event["document"]
-                document["jobs"] = jobs
+                document: dict[str, Any] = event["document"]  # the run with its jobs, read back
                 return document
     raise SchedulingError(
         f"lost the farm controller at {target.url} before the run ended",

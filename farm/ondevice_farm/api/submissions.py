@@ -86,12 +86,13 @@ class SubmissionService:
             log.exception("submission of %s failed", body.model.name)
             emit(error_event(FarmError(f"the controller failed the submission: {type(exc).__name__}: {exc}")))
             return
-        jobs = document.pop("jobs")
         log.info(
             "run %s (%s, %d job(s)) %s in %.2f s",
-            document["run_id"], body.model.name, len(jobs), document["status"], time.monotonic() - began,
+            document["run_id"], body.model.name, len(document["jobs"]), document["status"],
+            time.monotonic() - began,
         )  # fmt: skip
-        # the jobs went out one by one as they finished: the end carries the run without them
+        # each job went out as a summary as it finished; the end carries the run with its jobs whole
+        # (one model's devices x targets, read back from the store), what the report prints
         emit(event_line(EVENT_DONE, document=document))
 
     def read_store(self, method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -13,16 +13,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
-from ondevice_farm.controller.fleet import JobEvent
+from ondevice_farm.controller.fleet_events import JobEvent
 from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.ray_errors import to_farm_error
 from ondevice_farm.controller.selection import DeviceSelector
 from ondevice_farm.errors import FarmError, JobCancelledError, SchedulingError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm_agents.base import AgentSettings
+
+if TYPE_CHECKING:
+    from ondevice_farm.controller.job_context import RunWriting
 
 #: how long one long-poll of the fleet waits for events before asking again
 POLL_S = 1.0
@@ -89,15 +92,18 @@ class FleetClient:
         specs: list[JobSpec],
         on_event: Callable[[JobEvent], None] | None = None,
         run_id: str | None = None,
+        writing: RunWriting | None = None,
     ) -> Iterator[JobEvent]:
         """Submit `specs` as one submission (recording `run_id`, which the controller marks
-        interrupted if this submitter vanishes); yield each job's final event as it arrives."""
+        interrupted if this submitter vanishes); yield each job's final event as it arrives.
+        With `writing`, the fleet stores each job as it finishes and its final event carries a
+        summary; without, the `done` event carries the unit's result (`farm compare`'s rounds)."""
         import ray
 
         submission = secrets.token_hex(6)
         remaining = {s.job_id for s in specs}
         try:
-            ray.get(self.fleet.submit.remote(submission, specs, run_id))
+            ray.get(self.fleet.submit.remote(submission, specs, run_id, writing))
             while remaining:
                 if self.stop is not None and self.stop.is_set():
                     raise JobCancelledError("the submission was cancelled: its submitter went away")

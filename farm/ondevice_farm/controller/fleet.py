@@ -9,6 +9,11 @@ tried again on another unit of its profile, up to its `max_attempts`; every atte
 A job that no up unit can take waits with status "waiting" until its placement deadline,
 then fails with a `SchedulingError`.
 
+Results: a submission that hands over its jobs' document context (`RunWriting`) has each job
+built into its document and written to the store here, as it finishes (`JobWriter`, beside the
+loop); its events then carry a `JobSummary`, not the unit's result. Other submissions (`farm
+compare`'s paired rounds) get the result itself in their `done` event.
+
 Cancel: a submission cancelled (its submitter's Ctrl-C or SIGTERM) or abandoned (no poll for
 `submitter_timeout_s`: killed) has its queued jobs dropped and its running ones stopped on
 their units (`DeviceActor.cancel_job`, which the agent turns into a killed process or app).
@@ -22,14 +27,21 @@ import functools
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from ondevice_farm.controller.fleet_events import EventBoard
+from ondevice_farm.controller.fleet_events import JobEvent as JobEvent  # where submitters found it first
+from ondevice_farm.controller.job_context import JobEnd
 from ondevice_farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
 from ondevice_farm.controller.ray_errors import is_retryable, to_farm_error
 from ondevice_farm.controller.results import ControllerResults
 from ondevice_farm.errors import FarmError, SchedulingError
-from ondevice_farm_agents.base import DeviceRun, DeviceUnit
+from ondevice_farm_agents.base import DeviceUnit
+
+if TYPE_CHECKING:
+    from ondevice_farm.controller.job_context import JobContext, RunWriting
+    from ondevice_farm.controller.job_writer import JobWriter
 
 log = logging.getLogger(__name__)
 
@@ -39,27 +51,6 @@ DEFAULT_HEALTH_PERIOD_S = 1.0
 OVERHEAD_SAMPLES = 10_000
 #: a submitter that has not polled for this long is gone (killed): its queued jobs are dropped
 DEFAULT_SUBMITTER_TIMEOUT_S = 30.0
-
-
-@dataclass
-class JobEvent:
-    """What happened to a job: waiting | retrying | progress | done | failed (which unit runs
-    what: `units()`)."""
-
-    job_id: str
-    kind: str
-    message: str = ""
-    unit: str | None = None
-    run: DeviceRun | None = None
-    error: FarmError | None = None
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    queued_at: float | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-
-    @property
-    def final(self) -> bool:
-        return self.kind in ("done", "failed")
 
 
 @dataclass(frozen=True)
@@ -81,25 +72,20 @@ class FleetActorImpl:
         store_location: str | None = None,
     ) -> None:
         self.schedule = Schedule()
-        #: `farm serve`'s store, which submitters on any host write their runs to (None: embedded,
-        #: where the submitter writes its own)
+        #: the store this fleet writes finished jobs to and submitters write their runs to:
+        #: `farm serve`'s, or an embedded submitter's own (`use_store`); None: none yet
         self.results: ControllerResults | None = None
         if store_location is not None:
-            from pathlib import Path
-
-            from ondevice_farm.store_sql import is_postgres_url
-
-            self.results = ControllerResults(
-                store_location if is_postgres_url(store_location) else Path(store_location)
-            )
+            self.results = _open_results(store_location)
         #: the run each submission records in the controller's store, interrupted if abandoned
         self._run_of: dict[str, str] = {}
+        #: builds and writes finished jobs of the submissions that hand over their contexts
+        self._job_writer: JobWriter | None = None
         self.health_period_s = health_period_s
         self.submitter_timeout_s = submitter_timeout_s
         #: monotonic time of each submission's last poll: a submitter that stops polling is gone
         self._last_poll: dict[str, float] = {}
-        self.events: dict[str, list[JobEvent]] = {}
-        self._signals: dict[str, asyncio.Event] = {}
+        self.events = EventBoard()
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -161,6 +147,18 @@ class FleetActorImpl:
 
     # -- submitters ----------------------------------------------------------------------
 
+    async def use_store(self, location: str) -> list[str]:
+        """An embedded fleet's store: its submitter's own (`farm serve` names its store at start).
+        Like a starting `farm serve`, marks the runs dead controllers of this host left running;
+        returns their ids."""
+        from ondevice_farm.controller.recording import interrupt_orphans
+
+        if self.results is None or str(self.results.location) != location:
+            if self.results is not None:
+                self.results.close()
+            self.results = _open_results(location)
+        return self.results.locked(interrupt_orphans)
+
     async def store_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A submitter's read or write of the controller's store (`ondevice_farm.controller.results`)."""
         if self.results is None:
@@ -170,10 +168,33 @@ class FleetActorImpl:
         results = self.results
         return await asyncio.get_running_loop().run_in_executor(None, results.call, method, args, kwargs)
 
-    async def submit(self, submission: str, specs: list[JobSpec], run_id: str | None = None) -> None:
+    @property
+    def writer(self) -> JobWriter:
+        if self._job_writer is None:  # made on the actor's loop: its semaphore belongs there
+            from ondevice_farm.controller.job_writer import JobWriter
+
+            self._job_writer = JobWriter()
+        return self._job_writer
+
+    async def held_results(self) -> dict[str, int]:
+        """Units' results alive in this process now and at most so far (tests of the bound)."""
+        return self.writer.held()
+
+    async def submit(
+        self,
+        submission: str,
+        specs: list[JobSpec],
+        run_id: str | None = None,
+        writing: RunWriting | None = None,
+    ) -> None:
+        """Queue `specs`; with `writing`, each job is written to the store here as it finishes."""
+        if writing is not None:
+            if self.results is None:
+                raise SchedulingError("this controller keeps no results store to write the jobs to")
+            self.writer.take(submission, writing)
         if run_id is not None:
             self._run_of[submission] = run_id
-        self.events.setdefault(submission, [])
+        self.events.open(submission)
         self._last_poll[submission] = time.monotonic()
         self.schedule.enqueue(submission, specs)
         self._kick()
@@ -199,13 +220,7 @@ class FleetActorImpl:
     async def poll(self, submission: str, timeout_s: float) -> list[JobEvent]:
         """The submission's events since the last poll; waits up to `timeout_s` for one."""
         self._last_poll[submission] = time.monotonic() + timeout_s
-        if not self.events.get(submission):
-            signal = self._signals.setdefault(submission, asyncio.Event())
-            signal.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(signal.wait(), timeout_s)
-        events, self.events[submission] = self.events.get(submission, []), []
-        return events
+        return await self.events.take(submission, timeout_s)
 
     async def _abandoned(self, run_id: str | None) -> None:
         """A submitter that vanished cannot finish its run: the store says it was interrupted."""
@@ -218,11 +233,11 @@ class FleetActorImpl:
     async def cancel(self, submission: str) -> int:
         """Drop the submission's queued jobs and stop its running ones; how many jobs it had left."""
         self._run_of.pop(submission, None)
+        self.writer.drop(submission)
         dropped = self.schedule.cancel(submission)
         stopping = self._stop_running(submission)
         self._last_poll.pop(submission, None)
-        self.events.pop(submission, None)
-        self._signals.pop(submission, None)
+        self.events.close(submission)
         return len(dropped) + stopping
 
     def _stop_running(self, submission: str) -> int:
@@ -257,12 +272,7 @@ class FleetActorImpl:
     # -- the loop ------------------------------------------------------------------------
 
     def _emit(self, submission: str, event: JobEvent) -> None:
-        if submission not in self.events:
-            return  # cancelled
-        self.events[submission].append(event)
-        signal = self._signals.get(submission)
-        if signal is not None:
-            signal.set()
+        self.events.emit(submission, event)
 
     def _kick(self) -> None:
         if self._wake is None:
@@ -323,16 +333,15 @@ class FleetActorImpl:
                 f"no unit of {job.spec.selector} came up within {job.spec.placement_deadline_s:.0f}s",
                 hint="start `farm agent` on the host the device is attached to; `farm devices` lists units",
             )
-            self._emit(
-                job.submission,
-                JobEvent(
-                    job.spec.job_id,
-                    "failed",
-                    message=str(error),
-                    error=error,
+            self._ended(
+                job,
+                JobEnd(
                     queued_at=job.queued_at,
-                    attempts=[a.to_dict() for a in job.attempts],
+                    started_at=None,
                     finished_at=time.time(),
+                    attempts=[a.to_dict() for a in job.attempts],
+                    error=error,
+                    message=str(error),
                 ),
             )
 
@@ -368,25 +377,29 @@ class FleetActorImpl:
                 self.schedule.mark_down(slot.key, str(error))
                 log.info("unit %s is down: %s", slot.key, error)
             self._failed(job, error)
-        else:
-            attempt.finished_at = done.finished_at
-            self.schedule.release(job.spec.job_id)
-            if self.schedule.pending():
-                self._freed_at[slot.key] = time.perf_counter()
-            self._emit(
-                job.submission,
-                JobEvent(
-                    job.spec.job_id,
-                    "done",
-                    unit=done.unit.serial,
-                    run=done.run,
-                    attempts=[a.to_dict() for a in job.attempts],
-                    queued_at=job.queued_at,
-                    started_at=done.started_at,
-                    finished_at=done.finished_at,
-                ),
-            )
+            self._kick()
+            return
+        del ref  # the result's serialized copy goes with its reference
+        self.writer.arrived(done.run)
+        attempt.finished_at = done.finished_at
+        end = JobEnd(
+            queued_at=job.queued_at,
+            started_at=done.started_at,
+            finished_at=done.finished_at,
+            attempts=[a.to_dict() for a in job.attempts],
+            unit=done.unit.serial,
+            run=done.run,
+        )
+        del done
+        context = self.writer.context(job.submission, job.spec.job_id)
+        if context is not None:
+            # no free writing slot: the unit waits with its result, so results never pile up here
+            await self.writer.admit()
+        self.schedule.release(job.spec.job_id)
+        if self.schedule.pending():
+            self._freed_at[slot.key] = time.perf_counter()
         self._kick()
+        self._ended(job, end, admitted=context is not None)
 
     def _failed(self, job: QueuedJob, error: FarmError) -> None:
         attempts = [a.to_dict() for a in job.attempts]
@@ -408,20 +421,48 @@ class FleetActorImpl:
             return
         if is_retryable(error):
             error = type(error)(f"{error} (gave up after {len(job.attempts)} attempt(s))", hint=error.hint)
-        self._emit(
-            job.submission,
-            JobEvent(
-                job.spec.job_id,
-                "failed",
-                message=str(error),
-                unit=job.attempts[-1].unit,
-                error=error,
-                attempts=attempts,
+        self._ended(
+            job,
+            JobEnd(
                 queued_at=job.queued_at,
                 started_at=job.attempts[0].started_at,
                 finished_at=time.time(),
+                attempts=attempts,
+                unit=job.attempts[-1].unit,
+                error=error,
+                message=str(error),
             ),
         )
+
+    # -- a job's end -----------------------------------------------------------------------
+
+    def _ended(self, job: QueuedJob, end: JobEnd, admitted: bool = False) -> None:
+        """The job's final event: at once for a job its submitter writes, once written otherwise
+        (the write runs beside the loop; `admitted`: its writing slot is already held)."""
+        claimed = self.writer.claim(job.submission, job.spec.job_id)
+        if claimed is None:
+            if admitted:
+                self.writer.release()
+            self._emit(job.submission, JobEvent.ended(job.spec.job_id, end))
+            return
+        task = asyncio.get_running_loop().create_task(self._write(job, *claimed, end, admitted))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write(
+        self, job: QueuedJob, run_id: str, context: JobContext, end: JobEnd, admitted: bool
+    ) -> None:
+        assert self.results is not None  # `submit` refused the writing otherwise
+        summary = await self.writer.write(self.results, run_id, context, end, admitted=admitted)
+        self._emit(job.submission, JobEvent.ended(job.spec.job_id, end, summary))
+
+
+def _open_results(location: str) -> ControllerResults:
+    from pathlib import Path
+
+    from ondevice_farm.store_sql import is_postgres_url
+
+    return ControllerResults(location if is_postgres_url(location) else Path(location))
 
 
 def fleet_actor_class() -> Any:

@@ -2,7 +2,8 @@
 
 Everything that can be wrong with the input is checked before the store is touched, so a
 bad command line leaves no trace; after that, each job lands in the store whole or as a
-failure carrying its error.
+failure carrying its error. The fleet writes it, as it finishes, from the document context each
+job carries (`JobContext`); this submitter hears a summary of it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ondevice_farm.analysis.job import failed_document, job_document
+from ondevice_farm.analysis.job import failed_document
+from ondevice_farm.analysis.tolerance import Tolerance
 from ondevice_farm.artifacts import ArtifactStore, tree_size_bytes
 from ondevice_farm.compile import OrtCompileCache, compile_for_target
 from ondevice_farm.compile.report import CompiledArtifact
@@ -24,7 +26,10 @@ from ondevice_farm.config import (
 )
 from ondevice_farm.controller.client import FleetClient, fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
-from ondevice_farm.controller.fleet import JobEvent
+from ondevice_farm.controller.fleet_events import JobEvent
+from ondevice_farm.controller.job_context import JobContext, JobEnd, ModelContext, RunWriting
+from ondevice_farm.controller.job_summary import JobSummary
+from ondevice_farm.controller.job_writer import document_for
 from ondevice_farm.controller.node_agent import default_platforms
 from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.recording import RunRecorder, recorded_run
@@ -130,10 +135,15 @@ class PlannedModel:
     prepared: Prepared
     reference: dict[str, np.ndarray]
     specs: list[JobSpec] = field(default_factory=list)
-    #: job id -> (the job document's base fields, its compiled artifact)
-    bases: dict[str, tuple[dict[str, Any], CompiledArtifact]] = field(default_factory=dict)
+    #: job id -> what its document needs besides the unit's result (the fleet builds it)
+    contexts: dict[str, JobContext] = field(default_factory=dict)
     #: jobs that failed before reaching a unit (their target did not compile)
     failed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def bases(self) -> dict[str, tuple[dict[str, Any], CompiledArtifact]]:
+        """job id -> (the job document's base fields, its compiled artifact)."""
+        return {job_id: (c.base, c.artifact) for job_id, c in self.contexts.items()}
 
 
 def plan_model(
@@ -163,6 +173,16 @@ def plan_model(
         # a --reference model may give more outputs than the model: only the model's are compared
         reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
     planned = PlannedModel(request, prepared, reference)
+    # one per model, shared by its jobs' contexts: it crosses Ray once per submission
+    model = ModelContext(
+        reference=reference,
+        reference_model=(
+            prepared.torch.reference_entry()
+            if prepared.torch is not None
+            else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
+        ),
+    )
+    tolerances: dict[str, Tolerance] = {}
     shipped: dict[str, Any] = {}
     for selector, target in prepared.plan:
         job_id = f"{run_id}-{secrets.token_hex(3)}"
@@ -186,7 +206,9 @@ def plan_model(
                 size_mb = tree_size_bytes(artifact.path) / 1e6
                 progress.stage(f"shipping {artifact.path.name} ({size_mb:.1f} MB) to the object store")
             shipped[artifact.sha256] = client.ship(artifact.path, artifact.sha256)
-        planned.bases[job_id] = (base, artifact)
+        if artifact.sha256 not in tolerances:
+            tolerances[artifact.sha256] = job_tolerance(request, artifact)
+        planned.contexts[job_id] = JobContext(base, artifact, tolerances[artifact.sha256], model)
         planned.specs.append(
             JobSpec(
                 job_id=job_id,
@@ -201,67 +223,47 @@ def plan_model(
     return planned
 
 
-def _event_document(
-    event: JobEvent, base: dict[str, Any], artifact: CompiledArtifact, planned: PlannedModel
-) -> dict[str, Any]:
-    timing: dict[str, Any] = {
-        "queued_at": event.queued_at,
-        "started_at": event.started_at,
-        "finished_at": event.finished_at,
-        "attempts": event.attempts,
-    }
-    if event.started_at is not None and event.finished_at is not None:
-        timing["duration_s"] = event.finished_at - event.started_at
-    if event.unit is not None:
-        timing["unit"] = event.unit
-    merged = {**base, **timing}
-    if event.kind != "done" or event.run is None:
-        error = event.error or FarmError(event.message or "the job failed")
-        return failed_document(merged, str(error), type(error).__name__)
-    prepared = planned.prepared
-    document = job_document(
-        base=merged,
-        target=artifact.target,
-        artifact=artifact,
-        run=event.run,
-        reference=planned.reference,
-        tolerance=job_tolerance(planned.request, artifact),
-        reference_model=(
-            prepared.torch.reference_entry()
-            if prepared.torch is not None
-            else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
-        ),
-    )
-    if event.run.paired is not None and event.run.generation is not None:
-        # a generation job's rounds keep both sides' TTFT and decode rate, what the nightly judges
-        from ondevice_farm.analysis.paired_generation import paired_rounds_document
-
-        document["paired"] = paired_rounds_document(event.run.paired)
-    return document
-
-
 def run_planned(
     planned: list[PlannedModel], client: FleetClient, recorder: RunRecorder, progress: Progress
 ) -> None:
-    """Hand every job to the fleet as one submission; store each job as soon as it is complete."""
+    """Hand every job to the fleet as one submission, with what each job's document needs: the
+    fleet stores each job as soon as it is complete, and this hears its summary."""
     early = [doc for p in planned for doc in p.failed]
-    owners = {spec.job_id: p for p in planned for spec in p.specs}
-    progress.jobs_started(len(owners) + len(early))
+    contexts = {job_id: c for p in planned for job_id, c in p.contexts.items()}
+    progress.jobs_started(len(contexts) + len(early))
     for doc in early:
-        recorder.add_job(doc)
-        progress.job_finished(doc)
+        progress.job_finished(recorder.add_job(doc).to_document())
 
     def on_event(event: JobEvent) -> None:
         if event.kind in ("waiting", "retrying"):
-            base = owners[event.job_id].bases[event.job_id][0]
+            base = contexts[event.job_id].base
             progress.stage(f"{base['requested']} {base['target']}: {event.message}")
 
-    for event in client.run([s for p in planned for s in p.specs], on_event, run_id=recorder.run_id):
-        owner = owners[event.job_id]
-        base, artifact = owner.bases[event.job_id]
-        doc = _event_document(event, base, artifact, owner)
-        recorder.add_job(doc)
-        progress.job_finished(doc)
+    writing = RunWriting(recorder.run_id, contexts)
+    specs = [s for p in planned for s in p.specs]
+    for event in client.run(specs, on_event, run_id=recorder.run_id, writing=writing):
+        if event.summary is not None:
+            summary = recorder.stored(event.summary)
+        else:
+            summary = _written_here(event, contexts[event.job_id], recorder)
+        progress.job_finished(summary.to_document())
+
+
+def _written_here(event: JobEvent, context: JobContext, recorder: RunRecorder) -> JobSummary:
+    """A final event with the unit's result instead of a summary: a fleet that does not write
+    (one in this process, with no Ray: tests' stand-ins). The document is built and written here,
+    one at a time, and not kept."""
+    end = JobEnd(
+        queued_at=event.queued_at,
+        started_at=event.started_at,
+        finished_at=event.finished_at,
+        attempts=event.attempts,
+        unit=event.unit,
+        run=event.run if event.kind == "done" else None,
+        error=event.error,
+        message=event.message,
+    )
+    return recorder.add_job(document_for(context, end))
 
 
 def planned_artifacts(planned: list[PlannedModel]) -> set[str]:
@@ -349,12 +351,11 @@ def submit_on(
             document["model"]["source"]["routes"] = {
                 "error": "the ONNX export refused the checkpoint: no ONNX route"
             }
-        with (
-            run_store(client.embedded, client.fleet, store or home.store_path) as results,
-            recorded_run(results, run_id, "submit", document) as rec,
-        ):
-            run_planned([planned], client, rec, progress)
-    document.update(status=rec.status, jobs=rec.jobs)
+        with run_store(client.embedded, client.fleet, store or home.store_path) as results:
+            with recorded_run(results, run_id, "submit", document) as rec:
+                run_planned([planned], client, rec, progress)
+            # one model's jobs (devices x targets), read back from the store for the report
+            document.update(status=rec.status, jobs=results.jobs(run_id))
     return document
 
 

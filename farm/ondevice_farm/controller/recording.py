@@ -1,5 +1,8 @@
 """A run in the store: started, each job written whole when it is complete, finished or interrupted.
 
+The recorder keeps counts, not jobs: a job's document is written by the fleet as the job finishes
+(`ondevice_farm.controller.job_writer`), and a night of 300,000 jobs costs the submitter two ints.
+
 The run document names its controller (host and pid). A controller that starts marks the runs
 that a dead controller on its host left "running" as "interrupted": their complete jobs stay,
 and nothing reads as still in progress.
@@ -13,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ondevice_farm.controller.job_summary import JobSummary, RunCounts
 from ondevice_farm.controller.results import RunStore, controller_identity
 from ondevice_farm.store import ResultsStore
 
@@ -41,23 +45,22 @@ def interrupt_orphans(store: ResultsStore) -> list[str]:
     return marked
 
 
-def run_status(jobs: list[dict[str, Any]]) -> str:
-    failed = sum(1 for j in jobs if j["status"] != "ok")
-    if not jobs or failed == 0:
-        return "complete"
-    return "failed" if failed == len(jobs) else "partial"
-
-
 class RunRecorder:
     def __init__(self, store: RunStore, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
-        self.jobs: list[dict[str, Any]] = []
+        self.counts = RunCounts()
         self.status = "running"
 
-    def add_job(self, job: dict[str, Any]) -> None:
+    def add_job(self, job: dict[str, Any]) -> JobSummary:
+        """Write a job this submitter made itself (one that failed before reaching a unit)."""
         self.store.add_job(self.run_id, job)
-        self.jobs.append(job)
+        return self.stored(JobSummary.of(job))
+
+    def stored(self, summary: JobSummary) -> JobSummary:
+        """Count a job the fleet wrote."""
+        self.counts.add(summary.status)
+        return summary
 
 
 @contextmanager
@@ -75,5 +78,5 @@ def recorded_run(
         store.mark_interrupted(run_id)
         recorder.status = "interrupted"
         raise
-    recorder.status = run_status(recorder.jobs)
+    recorder.status = recorder.counts.status()
     store.finish_run(run_id, recorder.status)

@@ -12,9 +12,9 @@ import os
 import socket
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ondevice_farm.errors import FarmError, SchedulingError
 from ondevice_farm.store import ResultsStore, RunRow, StoreLocation
@@ -35,6 +35,7 @@ REMOTE_METHODS = frozenset(
     }
 )
 DEFAULT_CALL_TIMEOUT_S = 60.0
+T = TypeVar("T")
 
 
 class RunStore(Protocol):
@@ -74,6 +75,11 @@ class ControllerResults:
             args = (run_id, kind, document, *args[3:])
         with self._lock:
             return getattr(self._store, method)(*args, **kwargs)
+
+    def locked(self, work: Callable[[ResultsStore], T]) -> T:
+        """`work` on the store itself, alone (what the controller does beyond a submitter's calls)."""
+        with self._lock:
+            return work(self._store)
 
     def close(self) -> None:
         with self._lock:
@@ -168,10 +174,16 @@ class ControllerStore(ForwardedStore):
 
 @contextmanager
 def run_store(embedded: bool, fleet: Any, location: StoreLocation) -> Iterator[RunStore]:
-    """Where a submission's results go: embedded, the local store at `location`; on a fleet, the
-    controller's store (the submitter keeps its documents, not a second copy of the history)."""
-    if not embedded:
-        yield ControllerStore(fleet)
+    """Where a submission's results go: the fleet's store, which the fleet writes each job to as
+    it finishes. Embedded, the fleet is this submitter's own and its store the local one at
+    `location`: one path either way (the submitter holds no job's document). A fleet that runs in
+    this process (`fleet` None: tests' stand-ins without Ray) leaves the store to the submitter."""
+    if embedded and fleet is None:
+        with ResultsStore(location) as store:
+            yield store
         return
-    with ResultsStore(location) as store:
-        yield store
+    if embedded:
+        import ray
+
+        ray.get(fleet.use_store.remote(str(location)))
+    yield ControllerStore(fleet)

@@ -173,9 +173,11 @@ def run_nightly(
             }
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
                 run_planned(planned, client, recorder, progress)
-    document.update(status=recorder.status, jobs=recorder.jobs)
+            # the fleet wrote each job as it finished: tonight's jobs are read back from the store
+            jobs = store.jobs(run_id)
+    document.update(status=recorder.status, jobs=jobs)
     comparison = compare_runs(
-        recorder.jobs,
+        jobs,
         history.series,
         suite.policy,
         previous=history.previous,
