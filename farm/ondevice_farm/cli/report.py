@@ -13,6 +13,8 @@ from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.layers import layer_request, print_layers
 from ondevice_farm.cli.runs import ADDRESS_HELP
 from ondevice_farm.json_values import json_default
+from ondevice_farm.reports.job_groups import groups_table, window_note
+from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS
 
 
 @click.command("report")
@@ -24,7 +26,13 @@ from ondevice_farm.json_values import json_default
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the self-contained HTML report here.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report as one JSON document on stdout (the jobs shown in detail, and the "
+    "table per model and target of every job).",
+)
 @click.option(
     "--trace",
     "trace_dir",
@@ -55,6 +63,22 @@ from ondevice_farm.json_values import json_default
     metavar="TARGETS",
     help="With --layers, also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
 )
+@click.option(
+    "--jobs",
+    "detail_jobs",
+    type=click.IntRange(min=1),
+    default=DEFAULT_DETAIL_JOBS,
+    show_default=True,
+    help="Jobs of a run shown in detail (columns, op tables, traces); a table per model and "
+    "target counts every job.",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Skip this many of the run's jobs (by finish time) before those shown in detail.",
+)
 @click.option("--address", help=ADDRESS_HELP)
 @click.pass_obj
 @handles_errors
@@ -69,16 +93,21 @@ def report(
     layers: bool,
     layers_budget: int,
     predict: str | None,
+    detail_jobs: int,
+    offset: int,
     address: str | None,
 ) -> None:
     """Why the same model differs across devices and targets: findings, tables, plots, traces."""
     from ondevice_farm.cli.runs import open_store
     from ondevice_farm.reports.document import build_report
-    from ondevice_farm.run_reader import load_run
+    from ondevice_farm.run_reader import DETAIL_PARTS, load_run
 
+    # summaries a page at a time; whole jobs (op table, node placement, the trace if asked) only
+    # for the window shown in detail
+    parts = DETAIL_PARTS + (("trace_events",) if trace_dir is not None else ())
     with open_store(state, address) as store:
-        run = load_run(store, run_id)
-        against = load_run(store, against_id) if against_id else None
+        run = load_run(store, run_id, detail_jobs=detail_jobs, offset=offset, parts=parts)
+        against = load_run(store, against_id, detail_jobs=detail_jobs, parts=parts) if against_id else None
     built = build_report(
         run,
         against,
@@ -105,6 +134,11 @@ def report(
     console = stdout_console()
     console.print(f"[bold]run {run['run_id']}[/bold]" + (f" against {against['run_id']}" if against else ""))
     console.print(side_by_side_table(built.columns))
+    for document in (run, against):
+        note = None if document is None else window_note(document, "--offset and --jobs show others")
+        if note is not None and document is not None:
+            console.print(f"run {document['run_id']}: {note}")
+            console.print(groups_table(list(document.get("job_groups") or [])))
     source = (run.get("model") or {}).get("source")
     if source:
         from ondevice_farm.reports.routes import print_routes_table, print_source, routes_table

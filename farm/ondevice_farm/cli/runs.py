@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
 import click
 from rich.table import Table
@@ -16,9 +17,11 @@ from ondevice_farm.api.wire import is_api_address
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.controller.results import RunStore
 from ondevice_farm.errors import UsageError
+from ondevice_farm.json_values import json_default
 from ondevice_farm.reports.fit import fit_table
+from ondevice_farm.reports.job_groups import groups_table, window_note
 from ondevice_farm.reports.terminal import stdout_console
-from ondevice_farm.run_reader import load_run
+from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS, RunReader, iter_whole_jobs, load_run, run_header
 from ondevice_farm.store import ResultsStore, store_exists
 
 ADDRESS_HELP = (
@@ -52,9 +55,6 @@ def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore
         raise UsageError(f"no results store at {location} yet", hint="run `farm submit` first")
     with ResultsStore(location) as store:
         yield store
-
-
-#: the run id that names the newest stored run, so a command can be written before its run exists
 
 
 @click.command()
@@ -103,17 +103,61 @@ def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> Non
 @click.command()
 @click.argument("run_id")
 @click.option("--address", help=ADDRESS_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout: the run and every job whole, written as each is read.",
+)
 @click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
+@click.option(
+    "--jobs",
+    "detail_jobs",
+    type=click.IntRange(min=1),
+    default=DEFAULT_DETAIL_JOBS,
+    show_default=True,
+    help="Jobs shown in detail (rows, op tables); a table per model and target counts every job.",
+)
+@click.option(
+    "--offset",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Skip this many of the run's jobs (by finish time) before those shown in detail.",
+)
 @click.pass_obj
 @handles_errors
-def show(state: CliState, run_id: str, address: str | None, as_json: bool, wide: bool) -> None:
+def show(
+    state: CliState,
+    run_id: str,
+    address: str | None,
+    as_json: bool,
+    wide: bool,
+    detail_jobs: int,
+    offset: int,
+) -> None:
     """Show one stored run (an id, a unique prefix of one, or `latest`)."""
     from ondevice_farm.reports.terminal import print_run
 
     with open_store(state, address) as store:
-        document = load_run(store, run_id)
-    if as_json:
-        sys.stdout.write(json.dumps(document) + "\n")
-    else:
-        print_run(document, wide=wide, artifacts_root=state.home.artifacts)
+        if as_json:
+            write_run_json(store, run_id, sys.stdout)
+            return
+        document = load_run(store, run_id, detail_jobs=detail_jobs, offset=offset)
+    print_run(document, wide=wide, artifacts_root=state.home.artifacts)
+    note = window_note(document, "--offset and --jobs show others")
+    if note is not None:
+        console = stdout_console()
+        console.print(note)
+        console.print(groups_table(list(document.get("job_groups") or [])))
+
+
+def write_run_json(store: RunReader, run_id: str, out: TextIO) -> None:
+    """The run as one JSON document, its jobs whole (as the run schema has them) but written one
+    at a time as each is read: memory holds one job, whatever the run's size."""
+    header = {k: v for k, v in run_header(store, run_id).items() if k != "jobs"}
+    opening = json.dumps({**header, "jobs": []}, default=json_default)
+    out.write(opening[: -len("[]}")] + "[")
+    for index, job in enumerate(iter_whole_jobs(store, str(header["run_id"]))):
+        out.write(("," if index else "") + json.dumps(job, default=json_default))
+    out.write("]}\n")

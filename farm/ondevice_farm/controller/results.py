@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from ondevice_farm.errors import FarmError, SchedulingError
-from ondevice_farm.store import ResultsStore, RunRow, StoreLocation
+from ondevice_farm.store import DEFAULT_PAGE_JOBS, ResultsStore, RunRow, StoreLocation
 
 #: the store methods a submitter may call through the controller: what recording a run, reading
 #: runs back and a nightly's baseline need, and nothing that deletes
@@ -32,6 +32,8 @@ REMOTE_METHODS = frozenset(
         "resolve_run_id",
         "jobs",
         "job_counts",
+        "run_job_summaries",
+        "job",
     }
 )
 DEFAULT_CALL_TIMEOUT_S = 60.0
@@ -52,6 +54,10 @@ class RunStore(Protocol):
     def resolve_run_id(self, prefix: str) -> str: ...
     def jobs(self, run_id: str) -> list[dict[str, Any]]: ...
     def job_counts(self, run_id: str) -> dict[str, int]: ...
+    def run_job_summaries(
+        self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
+    ) -> list[dict[str, Any]]: ...
+    def job(self, job_id: str, *, parts: tuple[str, ...] | None = None) -> dict[str, Any]: ...
 
 
 class ControllerResults:
@@ -130,6 +136,18 @@ class ForwardedStore(ABC):
 
     def job_counts(self, run_id: str) -> dict[str, int]:
         result: dict[str, int] = self._call("job_counts", run_id)
+        return result
+
+    def run_job_summaries(
+        self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
+    ) -> list[dict[str, Any]]:
+        """One page of the run's job summaries: one call, so a large run comes back a page a call."""
+        cursor = None if after is None else [float(after[0]), str(after[1])]
+        result: list[dict[str, Any]] = self._call("run_job_summaries", run_id, after=cursor, limit=limit)
+        return result
+
+    def job(self, job_id: str, *, parts: tuple[str, ...] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("job", job_id, parts=None if parts is None else list(parts))
         return result
 
 

@@ -59,6 +59,10 @@ class Report:
                 }
                 for p in self.preflight
             ],
+            # the whole run where the columns are a window of it (run_reader.load_run)
+            "jobs_total": self.comparison.run.get("jobs_total", len(self.comparison.run.get("jobs") or [])),
+            "jobs_offset": self.comparison.run.get("jobs_offset", 0),
+            "job_groups": self.comparison.run.get("job_groups"),
             "layers": None
             if self.layers is None
             else {

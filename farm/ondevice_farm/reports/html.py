@@ -4,6 +4,7 @@ inline SVG, every table plain HTML (readable with JavaScript off; the script onl
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,9 @@ from ondevice_farm.reports import html_energy, html_generation, html_layers, htm
 from ondevice_farm.reports import html_sections as sections
 from ondevice_farm.reports.document import Report, build_report
 from ondevice_farm.reports.html_sections import e
+from ondevice_farm.reports.job_groups import groups_html, window_note
+
+PageLink = Callable[[int], str]
 
 SORT_SCRIPT = """
 document.querySelectorAll('th[data-sort]').forEach(function (th) {
@@ -40,7 +44,32 @@ def _subject(run: dict[str, Any], model: dict[str, Any]) -> str:
     return f"nightly {run.get('suite', '?')}, {len(names)} model(s): {', '.join(names)}"
 
 
-def render_report(report: Report) -> str:
+def _jobs_section(run: dict[str, Any], page_link: PageLink | None) -> str | None:
+    """The per-(model, target) table of every job, where the report's columns are a window of a
+    larger run, with links to the next and previous windows (served) or how to ask for them."""
+    how = (
+        "the links page through them"
+        if page_link is not None
+        else "`farm report RUN --offset K --jobs N` shows others, as do `farm serve`'s /runs/ pages"
+    )
+    note = window_note(run, how)
+    if note is None:
+        return None
+    lead = f"<p class=note>{e(note)}</p>"
+    if page_link is not None:
+        offset, shown = int(run.get("jobs_offset", 0)), max(1, len(run.get("jobs") or []))
+        links = []
+        if offset > 0:
+            links.append(f'<a href="{e(page_link(max(0, offset - shown)))}">previous {shown}</a>')
+        if offset + shown < int(run.get("jobs_total", 0)):
+            links.append(f'<a href="{e(page_link(offset + shown))}">next {shown}</a>')
+        lead += f"<p class=note>{' | '.join(links)}</p>"
+    return groups_html(list(run.get("job_groups") or []), lead)
+
+
+def render_report(report: Report, *, page_link: PageLink | None = None) -> str:
+    """`page_link(offset)`: the address of the report of the run's jobs from `offset` (served by
+    `farm serve`), for a run larger than the window of jobs the report shows."""
     run = report.comparison.run
     model = report.comparison.model
     against = report.comparison.against
@@ -79,6 +108,9 @@ def render_report(report: Report) -> str:
             after_numerics,
             ("layers", "Where drift starts", html_layers.layers(report.layers, report.layers_missing)),
         )
+    jobs = _jobs_section(run, page_link)
+    if jobs is not None:
+        parts.insert(1, ("jobs", "Every job, per model and target", jobs))
     if model.get("source"):
         from ondevice_farm.reports.html_routes import routes_section
 
@@ -111,7 +143,7 @@ def render_html(
     *,
     predict_precision: bool = True,
 ) -> str:
-    """The HTML report of a stored run (`ondevice_farm.cli.runs.load_run`), optionally against a second run.
+    """The HTML report of a stored run (`ondevice_farm.run_reader.load_run`), optionally against a second run.
 
     `predict_precision=False` skips the host fp16 prediction (seconds per report; a server may
     prefer to render without it)."""

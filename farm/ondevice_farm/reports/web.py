@@ -1,5 +1,6 @@
 """The reports of stored runs over HTTP, for `farm serve`: `/runs/` lists them, `/runs/<id>` is
-one run's HTML report (`?against=<id>` puts a second run beside it).
+one run's HTML report (`?against=<id>` puts a second run beside it; a run larger than a report's
+window of jobs pages with `?offset=<n>`).
 
 Rendering skips the host fp16 prediction (seconds per report); `farm report --html` has it.
 """
@@ -11,9 +12,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
-from ondevice_farm.errors import FarmError
+from ondevice_farm.errors import FarmError, UsageError
 from ondevice_farm.store_sql import StoreLocation, store_exists
 
 StartResponse = Callable[..., Any]
@@ -47,17 +48,33 @@ def _index(store_path: StoreLocation) -> str:
     )
 
 
-def _report(store_path: StoreLocation, artifacts_root: Path, run_id: str, against_id: str | None) -> str:
+def _report(
+    store_path: StoreLocation, artifacts_root: Path, run_id: str, against_id: str | None, offset: int
+) -> str:
+    """The report of the run's window of jobs from `offset` (run_reader.DEFAULT_DETAIL_JOBS of
+    them) and the table of all its jobs: a page's size does not grow with the run's."""
     from ondevice_farm.reports.document import build_report
     from ondevice_farm.reports.html import render_report
     from ondevice_farm.run_reader import load_run
     from ondevice_farm.store import ResultsStore
 
     with ResultsStore(store_path) as store:
-        run = load_run(store, run_id)
+        run = load_run(store, run_id, offset=offset)
         against = load_run(store, against_id) if against_id else None
     report = build_report(run, against, artifacts_root=artifacts_root, predict_precision=False)
-    return render_report(report)
+
+    def page_link(start: int) -> str:
+        query = {"offset": str(start), **({"against": against_id} if against_id else {})}
+        return f"{RUNS_PATH}{quote(str(run['run_id']))}?{urlencode(query)}"
+
+    return render_report(report, page_link=page_link)
+
+
+def _offset(query: dict[str, list[str]]) -> int:
+    raw = query.get("offset", ["0"])[0]
+    if not raw.isdigit():
+        raise UsageError(f"offset must be a whole number of jobs, not {raw!r}")
+    return int(raw)
 
 
 def reports_app(store_path: StoreLocation, artifacts_root: Path) -> WsgiApp:
@@ -71,8 +88,10 @@ def reports_app(store_path: StoreLocation, artifacts_root: Path) -> WsgiApp:
                 return _send(start_response, "404 Not Found", "no runs stored yet\n", "text/plain")
             if not run_id:
                 return _send(start_response, "200 OK", _index(store_path))
-            against = parse_qs(environ.get("QUERY_STRING") or "").get("against", [None])[0]
-            return _send(start_response, "200 OK", _report(store_path, artifacts_root, run_id, against))
+            query = parse_qs(environ.get("QUERY_STRING") or "")
+            against = query.get("against", [None])[0]
+            page = _report(store_path, artifacts_root, run_id, against, _offset(query))
+            return _send(start_response, "200 OK", page)
         except FarmError as exc:
             return _send(start_response, "404 Not Found", f"{exc.message}\n", "text/plain")
 
