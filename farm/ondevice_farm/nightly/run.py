@@ -36,6 +36,7 @@ from ondevice_farm.nightly.paired import attach_baselines
 from ondevice_farm.nightly.suite import Suite
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
+from ondevice_farm.run_reader import iter_job_summaries
 from ondevice_farm.store import StoreLocation, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 
@@ -70,7 +71,7 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
 #: a job's earlier successful runs used as its history (the run-to-run drift of the series)
 HISTORY_RUNS = 10
 #: the suite's most recent finished runs read to find them: a few more than the history, so a job
-#: that failed on some nights still has most of its history (each run's documents are read whole)
+#: that failed on some nights still has most of its history (each run's job summaries are read)
 RUNS_READ = HISTORY_RUNS + 5
 #: run states whose jobs count as history: finished, whatever some of their jobs did
 FINISHED = ("complete", "partial", "failed")
@@ -96,15 +97,19 @@ def load_history(store: RunStore, suite: str, wanted: str | None) -> History:
     pinned_run = store.resolve_run_id(wanted) if wanted is not None else None
     if pinned_run is not None:
         finished = finished[finished.index(pinned_run) + 1 :] if pinned_run in finished else finished
-    jobs = {run_id: store.jobs(run_id) for run_id in finished}
+    # job summaries, a page at a time: the verdicts read session p50s, pooled samples, the
+    # reference check, fallbacks, fusions, the artifact and duration, all kept in the summary
     series: dict[Key, Series] = {}
+    previous: list[dict[str, Any]] = []
     for run_id in reversed(finished):  # oldest first
-        for job in jobs[run_id]:
+        jobs = list(iter_job_summaries(store, run_id))
+        for job in jobs:
             if job["status"] == "ok":
-                series.setdefault(job_key(job), []).append((run_id, job))
-    series = {key: runs[-HISTORY_RUNS:] for key, runs in series.items()}
-    previous = jobs[finished[0]] if finished else []
-    pinned_jobs = store.jobs(pinned_run) if pinned_run is not None else None
+                runs = series.setdefault(job_key(job), [])
+                runs.append((run_id, job))
+                del runs[:-HISTORY_RUNS]
+        previous = jobs
+    pinned_jobs = list(iter_job_summaries(store, pinned_run)) if pinned_run is not None else None
     return History(series, previous if pinned_run is None else pinned_jobs or [], pinned_run, pinned_jobs)
 
 
@@ -174,6 +179,7 @@ def run_nightly(
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
                 run_planned(planned, client, recorder, progress)
             # the fleet wrote each job as it finished: tonight's jobs are read back from the store
+            # whole: `farm nightly --json` prints them as the run schema has them (op tables too)
             jobs = store.jobs(run_id)
     document.update(status=recorder.status, jobs=jobs)
     comparison = compare_runs(
