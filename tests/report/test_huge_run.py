@@ -20,7 +20,9 @@ from click.testing import CliRunner
 
 from ondevice_farm.cli.main import cli
 from ondevice_farm.config import FarmHome
-from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS
+from ondevice_farm.controller.results import ForwardedStore
+from ondevice_farm.reports.web import reports_app
+from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS, DEFAULT_PAGE_JOBS, load_run
 from ondevice_farm.store import ResultsStore, new_run_id
 
 HOST_RUN = Path(__file__).parent / "fixtures" / "host" / "tinynet_busy_host.json"
@@ -151,3 +153,47 @@ def test_report_memory_does_not_grow_with_the_run(homes: dict[int, tuple[Path, s
     small, large = (_report_peak_bytes(*homes[size]) for size in (SMALL, LARGE))
     print(f"farm report --json peak traced: {small / 1e6:.1f} MB at {SMALL}, {large / 1e6:.1f} MB at {LARGE}")
     assert large < 1.5 * small
+
+
+def test_runs_page_is_a_window_with_links(
+    homes: dict[int, tuple[Path, str]], whole_reads: WholeReads
+) -> None:
+    home, run_id = homes[LARGE]
+    app = reports_app(FarmHome(home).store_path, FarmHome(home).artifacts)
+    answered: list[str] = []
+    body = b"".join(
+        app(
+            {"PATH_INFO": f"/runs/{run_id}", "QUERY_STRING": f"offset={DEFAULT_DETAIL_JOBS}"},
+            lambda status, headers: answered.append(status),
+        )
+    ).decode()
+    assert answered == ["200 OK"] and whole_reads.jobs <= DEFAULT_DETAIL_JOBS
+    assert f"jobs {DEFAULT_DETAIL_JOBS + 1}-{2 * DEFAULT_DETAIL_JOBS} of {LARGE}" in body
+    assert "offset=0" in body and f"offset={2 * DEFAULT_DETAIL_JOBS}" in body  # previous, next
+
+
+class JsonForwarded(ForwardedStore):
+    """A store elsewhere, its arguments and answers through JSON as the submit API sends them."""
+
+    def __init__(self, store: ResultsStore) -> None:
+        self.store, self.path = store, "elsewhere"
+        self.calls: list[str] = []
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(method)
+        args, kwargs = json.loads(json.dumps([args, kwargs]))
+        return getattr(self.store, method)(*args, **kwargs)
+
+
+def test_a_forwarded_store_pages_a_call_at_a_time(homes: dict[int, tuple[Path, str]]) -> None:
+    home, run_id = homes[LARGE]
+    with ResultsStore(FarmHome(home).store_path) as store:
+        forwarded = JsonForwarded(store)
+        document = load_run(forwarded, run_id, detail_jobs=3, offset=LARGE - 2)
+        assert [j["job_id"] for j in document["jobs"]] == [
+            f"{run_id}-{i:06d}" for i in (LARGE - 2, LARGE - 1)
+        ]
+        assert "ops" in document["jobs"][0] and "trace_events" not in document["jobs"][0]
+    pages = -(-LARGE // DEFAULT_PAGE_JOBS) + (LARGE % DEFAULT_PAGE_JOBS == 0)
+    assert forwarded.calls.count("run_job_summaries") == pages and forwarded.calls.count("job") == 2
+    assert "jobs" not in forwarded.calls
