@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -17,6 +18,10 @@ from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.submit import StderrProgress
 from ondevice_farm.errors import UsageError
 from ondevice_farm.json_values import json_default
+
+if TYPE_CHECKING:
+    from ondevice_farm.nightly.run import NightlyResult
+    from ondevice_farm.run_reader import RunReader
 
 #: `farm nightly` exits with this when a job regressed against the baseline
 EXIT_REGRESSION = 1
@@ -38,7 +43,10 @@ EXIT_REGRESSION = 1
     help="Also write the verdict, job by job with its numbers, as a self-contained HTML page.",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help="Print the run and its comparison as one JSON document."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the run, every job whole (written as each is read) and the comparison as one JSON document.",
 )
 @click.option(
     "--allow-simulated",
@@ -71,6 +79,9 @@ def nightly(
     profiles, settings = fleet_settings(state)
     simulated = {PROFILE} | {name for name, p in profiles.items() if is_simulated(p)}
     refuse_simulated(suite, simulated, allow_simulated)
+    # bound now: while Ray runs, `sys.stdout` is stderr (controller/cluster.py), and the one JSON
+    # document is written before Ray is let go
+    stdout = sys.stdout
     result = run_nightly(
         suite,
         home=state.home,
@@ -80,6 +91,7 @@ def nightly(
         baseline=baseline,
         progress=StderrProgress(),
         store_location=state.store,
+        read_stored=(lambda store, done: write_nightly_json(store, done, stdout)) if as_json else None,
     )
     if pushgateway:
         from ondevice_farm.metrics.pushgateway import push_run_summary
@@ -89,10 +101,22 @@ def nightly(
         from ondevice_farm.nightly.html import render_nightly
 
         html_path.write_text(render_nightly(result.run, result.comparison))
-    if as_json:
-        document = {**result.run, "comparison": result.comparison.to_dict()}
-        sys.stdout.write(json.dumps(document, default=json_default) + "\n")
-    else:
+    if not as_json:
         print_summary(result)
     if result.comparison.regressions or result.run["status"] == "failed":
         sys.exit(EXIT_REGRESSION)
+
+
+def write_nightly_json(store: RunReader, result: NightlyResult, out: TextIO) -> None:
+    """The run as one JSON document: its jobs whole, as the run schema has them, but read from the
+    store and written one at a time (memory holds one job, whatever the night's size), then the
+    comparison."""
+    from ondevice_farm.run_reader import iter_whole_jobs
+
+    header = {k: v for k, v in result.run.items() if k != "jobs"}
+    opening = json.dumps({**header, "jobs": []}, default=json_default)
+    out.write(opening[: -len("[]}")] + "[")
+    for index, job in enumerate(iter_whole_jobs(store, str(header["run_id"]))):
+        out.write(("," if index else "") + json.dumps(job, default=json_default))
+    comparison = json.dumps({"comparison": result.comparison.to_dict()}, default=json_default)
+    out.write("]," + comparison[1:] + "\n")

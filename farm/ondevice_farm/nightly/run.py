@@ -8,6 +8,7 @@ The baselines' durations also order this run's queue longest first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -36,15 +37,22 @@ from ondevice_farm.nightly.paired import attach_baselines
 from ondevice_farm.nightly.suite import Suite
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
-from ondevice_farm.run_reader import iter_job_summaries
+from ondevice_farm.run_reader import RunReader, iter_job_summaries
 from ondevice_farm.store import StoreLocation, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 
 
 @dataclass
 class NightlyResult:
+    #: the run's document; its "jobs" are tonight's job summaries (no op tables or traces: those
+    #: stay in the store, read one job at a time by what shows them)
     run: dict[str, Any]
     comparison: Comparison
+
+
+#: called with the run's store still open and the result, before the store is let go: what reads
+#: tonight's jobs whole (`farm nightly --json`) streams them from it one at a time
+StoreReader = Callable[[RunReader, NightlyResult], None]
 
 
 def requests_for(suite: Suite) -> list[SubmitRequest]:
@@ -123,6 +131,7 @@ def run_nightly(
     baseline: str | None = None,
     progress: Progress | None = None,
     store_location: StoreLocation | None = None,
+    read_stored: StoreReader | None = None,
 ) -> NightlyResult:
     progress = progress or SilentProgress()
     requests = [with_home_caches(r, home) for r in requests_for(suite)]
@@ -178,16 +187,19 @@ def run_nightly(
             }
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
                 run_planned(planned, client, recorder, progress)
-            # the fleet wrote each job as it finished: tonight's jobs are read back from the store
-            # whole: `farm nightly --json` prints them as the run schema has them (op tables too)
-            jobs = store.jobs(run_id)
-    document.update(status=recorder.status, jobs=jobs)
-    comparison = compare_runs(
-        jobs,
-        history.series,
-        suite.policy,
-        previous=history.previous,
-        pinned_run=history.pinned_run,
-        pinned_jobs=history.pinned_jobs,
-    )
-    return NightlyResult(run=document, comparison=comparison)
+            # the fleet wrote each job as it finished: tonight is compared from its job summaries,
+            # read a page at a time (the verdicts' inputs are all in the summary, docs/results.md)
+            jobs = list(iter_job_summaries(store, run_id))
+            document.update(status=recorder.status, jobs=jobs)
+            comparison = compare_runs(
+                jobs,
+                history.series,
+                suite.policy,
+                previous=history.previous,
+                pinned_run=history.pinned_run,
+                pinned_jobs=history.pinned_jobs,
+            )
+            result = NightlyResult(run=document, comparison=comparison)
+            if read_stored is not None:
+                read_stored(store, result)
+    return result
