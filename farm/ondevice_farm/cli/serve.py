@@ -16,6 +16,7 @@ from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.gc import policy_from, policy_options
 from ondevice_farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
 from ondevice_farm.controller.ray_auth import read_token, submitter_instructions, use_local_token
+from ondevice_farm.metrics.budget import DEFAULT_ADHOC_SERIES, ExportLimits
 
 STATUS_EVERY_S = 60.0
 
@@ -72,6 +73,16 @@ def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Where /metrics listens.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus /metrics on this port (0: any free port).")
 @click.option(
+    "--metrics-adhoc-series",
+    "metrics_adhoc_series",
+    type=click.IntRange(min=0),
+    default=DEFAULT_ADHOC_SERIES,
+    show_default=True,
+    envvar="FARM_METRICS_ADHOC_SERIES",
+    help="/metrics exports every suite model's (model, device, target) results and only this many of "
+    "the newest ad-hoc ones (0: suite models only).",
+)
+@click.option(
     "--api-host",
     default=DEFAULT_API_HOST,
     show_default=True,
@@ -107,6 +118,7 @@ def serve(
     node_ip: str | None,
     metrics_host: str,
     metrics_port: int | None,
+    metrics_adhoc_series: int,
     api_host: str,
     api_port: int,
     simulated: int | None,
@@ -185,6 +197,7 @@ def serve(
                 FleetStateClient(fleet),
                 others=reports_app(location, home.artifacts),
                 disk=DiskUsage(home),
+                limits=ExportLimits(adhoc_series=metrics_adhoc_series),
             )
             click.echo(
                 f"metrics on {metrics.url}; run reports on {metrics.url.removesuffix('/metrics')}{RUNS_PATH}",
