@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from ondevice_farm.controller.fleet_events import EventBoard
 from ondevice_farm.controller.fleet_events import JobEvent as JobEvent  # where submitters found it first
+from ondevice_farm.controller.fleet_store import FleetStore
 from ondevice_farm.controller.job_context import JobEnd
 from ondevice_farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
 from ondevice_farm.controller.ray_errors import is_retryable, to_farm_error
-from ondevice_farm.controller.results import ControllerResults
 from ondevice_farm.errors import FarmError, SchedulingError
 from ondevice_farm_agents.base import DeviceUnit
 
@@ -73,10 +73,8 @@ class FleetActorImpl:
     ) -> None:
         self.schedule = Schedule()
         #: the store this fleet writes finished jobs to and submitters write their runs to:
-        #: `farm serve`'s, or an embedded submitter's own (`use_store`); None: none yet
-        self.results: ControllerResults | None = None
-        if store_location is not None:
-            self.results = _open_results(store_location)
+        #: `farm serve`'s, or an embedded submitter's own (`use_store`)
+        self.store = FleetStore(store_location)
         #: the run each submission records in the controller's store, interrupted if abandoned
         self._run_of: dict[str, str] = {}
         #: builds and writes finished jobs of the submissions that hand over their contexts
@@ -151,22 +149,11 @@ class FleetActorImpl:
         """An embedded fleet's store: its submitter's own (`farm serve` names its store at start).
         Like a starting `farm serve`, marks the runs dead controllers of this host left running;
         returns their ids."""
-        from ondevice_farm.controller.recording import interrupt_orphans
-
-        if self.results is None or str(self.results.location) != location:
-            if self.results is not None:
-                self.results.close()
-            self.results = _open_results(location)
-        return self.results.locked(interrupt_orphans)
+        return self.store.use(location)
 
     async def store_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A submitter's read or write of the controller's store (`ondevice_farm.controller.results`)."""
-        if self.results is None:
-            raise SchedulingError(
-                "this controller keeps no results store", hint="submit without --address, or use `farm serve`"
-            )
-        results = self.results
-        return await asyncio.get_running_loop().run_in_executor(None, results.call, method, args, kwargs)
+        return await self.store.call(method, args, kwargs)
 
     @property
     def writer(self) -> JobWriter:
@@ -189,7 +176,7 @@ class FleetActorImpl:
     ) -> None:
         """Queue `specs`; with `writing`, each job is written to the store here as it finishes."""
         if writing is not None:
-            if self.results is None:
+            if self.store.results is None:
                 raise SchedulingError("this controller keeps no results store to write the jobs to")
             self.writer.take(submission, writing)
         if run_id is not None:
@@ -221,14 +208,6 @@ class FleetActorImpl:
         """The submission's events since the last poll; waits up to `timeout_s` for one."""
         self._last_poll[submission] = time.monotonic() + timeout_s
         return await self.events.take(submission, timeout_s)
-
-    async def _abandoned(self, run_id: str | None) -> None:
-        """A submitter that vanished cannot finish its run: the store says it was interrupted."""
-        if run_id is not None and self.results is not None:
-            try:
-                await self.store_call("mark_interrupted", (run_id,), {})
-            except FarmError as exc:
-                log.warning("cannot mark run %s interrupted: %s", run_id, exc)
 
     async def cancel(self, submission: str) -> int:
         """Drop the submission's queued jobs and stop its running ones; how many jobs it had left."""
@@ -315,7 +294,7 @@ class FleetActorImpl:
             run_id = self._run_of.get(submission)
             dropped = await self.cancel(submission)
             log.info("submission %s stopped polling: dropped or stopped its %d job(s)", submission, dropped)
-            await self._abandoned(run_id)
+            await self.store.mark_interrupted(run_id)
         waiting, expired = self.schedule.unplaceable()
         for job in waiting:
             self._emit(
@@ -452,17 +431,9 @@ class FleetActorImpl:
     async def _write(
         self, job: QueuedJob, run_id: str, context: JobContext, end: JobEnd, admitted: bool
     ) -> None:
-        assert self.results is not None  # `submit` refused the writing otherwise
-        summary = await self.writer.write(self.results, run_id, context, end, admitted=admitted)
+        assert self.store.results is not None  # `submit` refused the writing otherwise
+        summary = await self.writer.write(self.store.results, run_id, context, end, admitted=admitted)
         self._emit(job.submission, JobEvent.ended(job.spec.job_id, end, summary))
-
-
-def _open_results(location: str) -> ControllerResults:
-    from pathlib import Path
-
-    from ondevice_farm.store_sql import is_postgres_url
-
-    return ControllerResults(location if is_postgres_url(location) else Path(location))
 
 
 def fleet_actor_class() -> Any:
