@@ -1,0 +1,125 @@
+"""Months of history for benchmarks/lab_scale.py: the lab's stored nightlies copied in SQL, older.
+
+Each copy k (1..K) of every run of the given suites gets new ids (`<id>~h<k>`) and is dated
+k * days / K days earlier (runs' created/finished, jobs' started/finished, in their columns and
+summary documents); each job's bulky parts are copied with it. So a million rows cost minutes of
+PostgreSQL instead of a million `add_job` calls, and the copies are jobs the lab itself stored.
+The state the store keeps for the scrape (store_state.py) is then brought up to date as the store
+would have kept it: the watermark's job count, and the duration aggregates recomputed from the jobs
+table with the store's own bounds. Each series' newest job is an original (the copies are older),
+so `series_latest` stands.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ondevice_farm.store_schema import MICROS_PER_S, STORED_DURATION_BOUNDS_S
+from ondevice_farm.store_state import WATERMARK_ROW
+
+DAY_S = 86400.0
+COPY_MARK = "~h"
+
+
+def _columns(db: Any, table: str) -> list[str]:
+    rows = db.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+        (table,),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _dated(document: str, fields: dict[str, str]) -> str:
+    """SQL for `document` (text JSON) with each field set to its SQL expression, where present."""
+    expression = f"{document}::jsonb"
+    for key, value in fields.items():
+        expression = f"jsonb_set({expression}, '{{{key}}}', to_jsonb({value}), false)"
+    return f"({expression})::text"
+
+
+def copy_history(db: Any, suites: list[str], target_rows: int, days: float) -> tuple[int, float]:
+    """Copies runs of `suites` until the jobs table holds at least `target_rows`; (copies, seconds)."""
+    began = time.perf_counter()
+    source = db.execute(
+        "SELECT count(*) FROM jobs j JOIN runs r ON r.run_id = j.run_id WHERE r.suite = ANY(%s)",
+        (suites,),
+    ).fetchone()[0]
+    stored = db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    if source == 0:
+        raise RuntimeError(f"no stored jobs of {suites} to copy")
+    copies = max(0, -(-(target_rows - stored) // source))
+    run_cols, job_cols = _columns(db, "runs"), _columns(db, "jobs")
+    for k in range(1, copies + 1):
+        shift = f"{k * days / copies * DAY_S!r}"
+        mark = f"'{COPY_MARK}{k}'"
+        run_values = {
+            "run_id": f"run_id || {mark}",
+            "created_at": f"created_at - {shift}",
+            "finished_at": f"finished_at - {shift}",
+        }
+        job_values = {
+            "job_id": f"j.job_id || {mark}",
+            "run_id": f"j.run_id || {mark}",
+            "started_at": f"j.started_at - {shift}",
+            "finished_at": f"j.finished_at - {shift}",
+            "document": _dated(
+                "j.document",
+                {
+                    "job_id": f"j.job_id || {mark}",
+                    "run_id": f"j.run_id || {mark}",
+                    "started_at": f"j.started_at - {shift}",
+                    "finished_at": f"j.finished_at - {shift}",
+                },
+            ),
+        }
+        originals = f"SELECT run_id FROM runs WHERE suite = ANY(%s) AND run_id NOT LIKE '%%{COPY_MARK}%%'"
+        with db.transaction():
+            db.execute(
+                f"INSERT INTO runs ({', '.join(run_cols)}) SELECT "
+                + ", ".join(run_values.get(c, c) for c in run_cols)
+                + f" FROM runs WHERE run_id IN ({originals})",
+                (suites,),
+            )
+            db.execute(
+                f"INSERT INTO jobs ({', '.join(job_cols)}) SELECT "
+                + ", ".join(job_values.get(c, f"j.{c}") for c in job_cols)
+                + f" FROM jobs j WHERE j.run_id IN ({originals})",
+                (suites,),
+            )
+            db.execute(
+                "INSERT INTO job_parts (job_id, part, document)"
+                f" SELECT p.job_id || {mark}, p.part, p.document"
+                f" FROM job_parts p JOIN jobs j ON j.job_id = p.job_id WHERE j.run_id IN ({originals})",
+                (suites,),
+            )
+    _recount(db)
+    return copies, time.perf_counter() - began
+
+
+def _recount(db: Any) -> None:
+    """The scrape's aggregates as the store's writes would have kept them (store_state.py)."""
+    bucket = "CASE"
+    for index, bound in enumerate(STORED_DURATION_BOUNDS_S):
+        bucket += f" WHEN finished_at - started_at <= {bound!r} THEN {index}"
+    bucket += f" ELSE {len(STORED_DURATION_BOUNDS_S)} END"
+    micros = f"round(((finished_at - started_at) * {MICROS_PER_S})::numeric)"
+    with db.transaction():
+        db.execute(
+            "UPDATE jobs_watermark SET jobs = (SELECT count(*) FROM jobs), changes = changes + 1"
+            " WHERE id = %s",
+            (WATERMARK_ROW,),
+        )
+        db.execute("DELETE FROM job_durations")
+        db.execute("DELETE FROM job_duration_counts")
+        db.execute(
+            "INSERT INTO job_durations(device, status, jobs, timed, micros)"
+            " SELECT device, status, count(*), count(started_at),"
+            f" coalesce(sum(CASE WHEN started_at IS NULL THEN 0 ELSE {micros} END), 0)"
+            " FROM jobs GROUP BY device, status"
+        )
+        db.execute(
+            "INSERT INTO job_duration_counts(device, status, bucket, jobs)"
+            f" SELECT device, status, {bucket}, count(*) FROM jobs WHERE started_at IS NOT NULL"
+            f" GROUP BY device, status, {bucket}"
+        )
