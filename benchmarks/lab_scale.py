@@ -114,7 +114,12 @@ class Scraper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
-            took, body = scrape(self.url)
+            began = time.perf_counter()
+            try:
+                took, body = scrape(self.url)
+            except OSError:  # a timed-out scrape is a figure too (its time), not the end of the run
+                self.times_s.append(time.perf_counter() - began)
+                continue
             self.times_s.append(took)
             self.series = len(series(body))
 
