@@ -74,3 +74,7 @@ def test_the_example_suite_runs_embedded_and_names_its_baseline(tmp_path: Path) 
     assert report.returncode == 0, report.stderr[-2000:]
     html = (tmp_path / "report.html").read_text()
     assert f"<title>farm report: nightly example-nightly, 1 model(s): tinynet (run {third['run_id']})" in html
+    # and so does `farm show` of it (it stopped on the missing model with an internal error, exit 70)
+    show = farm(tmp_path / "home", "show", third["run_id"])
+    assert show.returncode == 0, show.stderr[-2000:]
+    assert "nightly example-nightly, 1 model(s): tinynet" in show.stdout

@@ -13,6 +13,7 @@ from ondevice_farm.reports import html_sections as sections
 from ondevice_farm.reports.document import Report, build_report
 from ondevice_farm.reports.html_sections import e
 from ondevice_farm.reports.job_groups import groups_html, window_note
+from ondevice_farm.reports.subject import is_nightly, run_subject
 
 PageLink = Callable[[int], str]
 
@@ -34,14 +35,6 @@ document.querySelectorAll('th[data-sort]').forEach(function (th) {
   });
 });
 """
-
-
-def _subject(run: dict[str, Any], model: dict[str, Any]) -> str:
-    """What the run measured: its model, or for a nightly run its suite and the suite's models."""
-    if run.get("kind") != "nightly":
-        return str(model.get("name", "?"))
-    names = sorted({str(m.get("name", "?")) for m in run.get("models") or []})
-    return f"nightly {run.get('suite', '?')}, {len(names)} model(s): {', '.join(names)}"
 
 
 def _jobs_section(run: dict[str, Any], page_link: PageLink | None) -> str | None:
@@ -73,10 +66,8 @@ def render_report(report: Report, *, page_link: PageLink | None = None) -> str:
     run = report.comparison.run
     model = report.comparison.model
     against = report.comparison.against
-    title = f"farm report: {_subject(run, model)} (run {run.get('run_id', '?')})"
-    facts = [
-        e(_subject(run, model)) if run.get("kind") == "nightly" else f"model {e(model.get('name', '?'))}"
-    ]
+    title = f"farm report: {run_subject(run)} (run {run.get('run_id', '?')})"
+    facts = [e(run_subject(run)) if is_nightly(run) else f"model {e(model.get('name', '?'))}"]
     if model.get("sha256"):
         facts.append(f"sha256 {e(str(model['sha256'])[:12])}")
     if model.get("nodes") is not None:

@@ -19,6 +19,7 @@ from ondevice_farm.reports.fit import fit_table, table_width
 from ondevice_farm.reports.generation_text import generation_lines, generation_table
 from ondevice_farm.reports.kernel_sources import kernel_sources_of
 from ondevice_farm.reports.provenance import describe, placement_mark, time_mark
+from ondevice_farm.reports.subject import is_nightly, run_subject
 from ondevice_farm.reports.sustained_text import sustained_lines
 
 TOP_OPS = 8
@@ -224,15 +225,20 @@ def render_run(
     dealt out over narrower tables that each repeat device and target. `kernel_sources`: per job
     index, kernel name -> the source nodes it ran."""
     console = console or stdout_console()
-    model = document["model"]
     header = Text()
     header.append(f"run {document['run_id']}", style="bold")
     header.append(f"  status {document.get('status', '?')}\n")
-    # a checkpoint torch.onnx.export refused has no ONNX graph to count
-    graph = (
-        "no ONNX export" if model.get("opset") is None else f"opset {model['opset']}, {model['nodes']} nodes"
-    )
-    header.append(f"model {model['name']} (sha256 {model['sha256'][:12]}, {graph})\n")
+    if is_nightly(document):  # a suite's run has no one model: name the suite and its models
+        header.append(run_subject(document) + "\n")
+    else:
+        model = document["model"]
+        # a checkpoint torch.onnx.export refused has no ONNX graph to count
+        graph = (
+            "no ONNX export"
+            if model.get("opset") is None
+            else f"opset {model['opset']}, {model['nodes']} nodes"
+        )
+        header.append(f"model {model['name']} (sha256 {model['sha256'][:12]}, {graph})\n")
     pinned = (document.get("settings") or {}).get("fixed_inputs") or {}
     if pinned:  # --fix: said once here, since every job and the reference ran with these values
         header.append("inputs pinned (--fix): " + ", ".join(f"{k}={v}" for k, v in pinned.items()) + "\n")
