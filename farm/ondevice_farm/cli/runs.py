@@ -139,9 +139,12 @@ def show(
     """Show one stored run (an id, a unique prefix of one, or `latest`)."""
     from ondevice_farm.reports.terminal import print_run
 
+    # bound before the store opens: through a controller, Ray's driver makes `sys.stdout` stderr
+    # while it runs (controller/cluster.py), and the JSON is written while it does
+    stdout = sys.stdout
     with open_store(state, address) as store:
         if as_json:
-            write_run_json(store, run_id, sys.stdout)
+            write_run_json(store, run_id, stdout)
             return
         document = load_run(store, run_id, detail_jobs=detail_jobs, offset=offset)
     print_run(document, wide=wide, artifacts_root=state.home.artifacts)
