@@ -99,6 +99,20 @@ for line in sys.stdin:
 """
 
 
+def start_probe(cluster: LocalCluster) -> subprocess.Popen[str]:
+    """The PROBE driver on `cluster`, stopped with it."""
+    probe = subprocess.Popen(
+        [sys.executable, "-c", PROBE, cluster.address],
+        env=cluster.env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    cluster.processes.append(probe)  # type: ignore[arg-type]
+    return probe
+
+
 def agent_env(root: Path, name: str) -> dict[str, str]:
     return {
         "FARM_HOME": str(root / f"home-{name}"),
@@ -163,15 +177,7 @@ def fleet() -> Iterator[Fleet]:
             )
             for name, ip in WORKERS
         }
-        probe = subprocess.Popen(
-            [sys.executable, "-c", PROBE, cluster.address],
-            env=cluster.env,
-            text=True,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
-        cluster.processes.append(probe)  # type: ignore[arg-type]
+        probe = start_probe(cluster)
         state = Fleet(
             cluster, home, workers, agents, cluster.root / "unplugged", cluster.root / "slow", probe, [serve]
         )

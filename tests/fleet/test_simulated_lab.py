@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.fleet.cluster import VENV_BIN, LocalCluster, Node, new_cluster
-from tests.fleet.conftest import PROBE, only_loopback, start_serve, wait_for
+from tests.fleet.conftest import only_loopback, start_probe, start_serve, wait_for
 
 NODES = (("n1", "127.0.0.1"), ("n2", "127.0.0.2"), ("n3", "127.0.0.3"))
 UNITS_PER_NODE = 34
@@ -91,15 +90,7 @@ def lab() -> Iterator[Lab]:
                 [str(VENV_BIN / "farm"), "agent", "--address", cluster.address, "--node-ip", ip],
                 env=lab_env(cluster.root, name),
             )
-        probe = subprocess.Popen(
-            [sys.executable, "-c", PROBE, cluster.address],
-            env=cluster.env,
-            text=True,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
-        cluster.processes.append(probe)  # type: ignore[arg-type]
+        probe = start_probe(cluster)
         state = Lab(cluster, home, nodes, probe)
         expected = len(NODES) * (1 + UNITS_PER_NODE)
         wait_for(lambda: sum(1 for u in state.units() if u["up"]) == expected, 120, f"{expected} units up")
