@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -20,3 +21,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "device" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """A new, empty results store on each backend: a SQLite file, a database on a real PostgreSQL
+    (a module that asks for it imports `postgres` from tests.pg_server)."""
+    if request.param == "sqlite":
+        return tmp_path / "r.sqlite"
+    url: str = request.getfixturevalue("postgres").new_database()
+    return url

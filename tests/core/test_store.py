@@ -14,15 +14,6 @@ from tests.pg_server import PostgresServer, postgres  # noqa: F401 - the fixture
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> StoreLocation:
-    """A new, empty store on each backend: a SQLite file, a database on a real PostgreSQL."""
-    if request.param == "sqlite":
-        return tmp_path / "r.sqlite"
-    server: PostgresServer = request.getfixturevalue("postgres")
-    return server.new_database()
-
-
 def _job(run_id: str, job_id: str, status: str = "ok", finished_at: float = 1.0) -> dict[str, object]:
     return {
         "job_id": job_id,

@@ -34,14 +34,6 @@ RECORDED_JOB = REPO / "tests/report/fixtures/host/tinynet_busy_host.json"
 NIGHTS = [f"2026010{n}-000000-aaaaa{n}" for n in range(1, 5)]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> StoreLocation:
-    if request.param == "sqlite":
-        return tmp_path / "r.sqlite"
-    server: PostgresServer = request.getfixturevalue("postgres")
-    return server.new_database()
-
-
 @pytest.fixture(scope="module")
 def recorded() -> dict[str, Any]:
     """A real host job (op table and trace as the pipeline stores them), with five sessions of

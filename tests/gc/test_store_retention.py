@@ -6,8 +6,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ondevice_farm.config import FarmHome
 from ondevice_farm.gc.policy import JOB_PATHS, RetentionPolicy
 from ondevice_farm.gc.schedule import collect_once
@@ -46,14 +44,6 @@ def fill(location: StoreLocation) -> list[str]:
                 )
                 store.finish_run(run_id, "complete")
     return run_ids
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> StoreLocation:
-    if request.param == "sqlite":
-        return tmp_path / "results.sqlite"
-    server: PostgresServer = request.getfixturevalue("postgres")
-    return server.new_database()
 
 
 def test_job_summaries_and_deleting_runs(location: StoreLocation, tmp_path: Path) -> None:
