@@ -11,10 +11,9 @@ import click
 from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.layers import layer_request, print_layers
-from ondevice_farm.cli.runs import ADDRESS_HELP
+from ondevice_farm.cli.runs import ADDRESS_HELP, detail_window_options
 from ondevice_farm.json_values import json_default
 from ondevice_farm.reports.job_groups import groups_table, window_note
-from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS
 
 
 @click.command("report")
@@ -63,22 +62,7 @@ from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS
     metavar="TARGETS",
     help="With --layers, also predict these targets on the host, e.g. coreml/ane (no job of the run needed).",
 )
-@click.option(
-    "--jobs",
-    "detail_jobs",
-    type=click.IntRange(min=1),
-    default=DEFAULT_DETAIL_JOBS,
-    show_default=True,
-    help="Jobs of a run shown in detail (columns, op tables, traces); a table per model and "
-    "target counts every job.",
-)
-@click.option(
-    "--offset",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Skip this many of the run's jobs (by finish time) before those shown in detail.",
-)
+@detail_window_options("Jobs of a run shown in detail (columns, op tables, traces)")
 @click.option("--address", help=ADDRESS_HELP)
 @click.pass_obj
 @handles_errors

@@ -6,9 +6,9 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO, TypeVar
 
 import click
 from rich.table import Table
@@ -55,6 +55,33 @@ def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore
         raise UsageError(f"no results store at {location} yet", hint="run `farm submit` first")
     with ResultsStore(location) as store:
         yield store
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def detail_window_options(shown: str) -> Callable[[F], F]:
+    """`--jobs` and `--offset`: the window of a run's jobs read whole and shown in detail
+    (run_reader.load_run); `shown` says what the command shows of each."""
+
+    def add(command: F) -> F:
+        command = click.option(
+            "--offset",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Skip this many of the run's jobs (by finish time) before those shown in detail.",
+        )(command)
+        return click.option(
+            "--jobs",
+            "detail_jobs",
+            type=click.IntRange(min=1),
+            default=DEFAULT_DETAIL_JOBS,
+            show_default=True,
+            help=f"{shown}; a table per model and target counts every job.",
+        )(command)
+
+    return add
 
 
 @click.command()
@@ -110,21 +137,7 @@ def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> Non
     help="Print one JSON document on stdout: the run and every job whole, written as each is read.",
 )
 @click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
-@click.option(
-    "--jobs",
-    "detail_jobs",
-    type=click.IntRange(min=1),
-    default=DEFAULT_DETAIL_JOBS,
-    show_default=True,
-    help="Jobs shown in detail (rows, op tables); a table per model and target counts every job.",
-)
-@click.option(
-    "--offset",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Skip this many of the run's jobs (by finish time) before those shown in detail.",
-)
+@detail_window_options("Jobs shown in detail (rows, op tables)")
 @click.pass_obj
 @handles_errors
 def show(
