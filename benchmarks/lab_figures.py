@@ -111,7 +111,8 @@ def print_figures(result: dict[str, Any]) -> None:
     hist = result.get("history")
     if hist:
         print(f"\nhistory: {hist['rows']} stored jobs ({hist['method']}, {hist['copies']} copies,"
-              f" {hist['bulk_load_s']:.0f} s)")  # fmt: skip
+              f" {hist['bulk_load_s']:.0f} s), {hist.get('parts_rows', '?')} with their bulky parts,"
+              f" store {hist.get('store_bytes', 0) / 2**30:.1f} GiB")  # fmt: skip
         print(
             f"  scrape first {hist['scrape_first_s'] * 1e3:.0f} ms, median of 5"
             f" {hist['scrape_median_s'] * 1e3:.0f} ms, {hist['series']} series"

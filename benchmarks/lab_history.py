@@ -2,7 +2,10 @@
 
 Each copy k (1..K) of every run of the given suites gets new ids (`<id>~h<k>`) and is dated
 k * days / K days earlier (runs' created/finished, jobs' started/finished, in their columns and
-summary documents); each job's bulky parts are copied with it. So a million rows cost minutes of
+summary documents). The first `parts_copies` copies take each job's bulky parts with them, the rest
+are summary rows only: a 200-op job's parts are ~90 kB, so a million jobs with all their parts
+would be ~90 GB, more than this machine's disk (the scrape reads none of them; gc deletes what
+there is). So a million rows cost minutes of
 PostgreSQL instead of a million `add_job` calls, and the copies are jobs the lab itself stored.
 The state the store keeps for the scrape (store_state.py) is then brought up to date as the store
 would have kept it: the watermark's job count, and the duration aggregates recomputed from the jobs
@@ -38,7 +41,9 @@ def _dated(document: str, fields: dict[str, str]) -> str:
     return f"({expression})::text"
 
 
-def copy_history(db: Any, suites: list[str], target_rows: int, days: float) -> tuple[int, float]:
+def copy_history(
+    db: Any, suites: list[str], target_rows: int, days: float, parts_copies: int = 1
+) -> tuple[int, float]:
     """Copies runs of `suites` until the jobs table holds at least `target_rows`; (copies, seconds)."""
     began = time.perf_counter()
     source = db.execute(
@@ -87,6 +92,8 @@ def copy_history(db: Any, suites: list[str], target_rows: int, days: float) -> t
                 + f" FROM jobs j WHERE j.run_id IN ({originals})",
                 (suites,),
             )
+            if k > parts_copies:
+                continue
             db.execute(
                 "INSERT INTO job_parts (job_id, part, document)"
                 f" SELECT p.job_id || {mark}, p.part, p.document"

@@ -36,8 +36,9 @@ class Fleet:
     agents: dict[str, Any]
     unplugged: Path
     slow: Path
-    #: a driver process of the cluster that answers "units" with the fleet's units as JSON; the test
-    #: process itself stays out of Ray (other test modules may hold an embedded Ray of their own)
+    #: a driver process of the cluster that answers "units" with the fleet's units as JSON ("held":
+    #: the results it holds); the test process itself stays out of Ray (other test modules may
+    #: hold an embedded Ray of their own)
     probe: subprocess.Popen[str]
     serves: list[subprocess.Popen[bytes]]
 
@@ -90,6 +91,9 @@ ray.init(address=sys.argv[1], namespace="farm", log_to_driver=False, logging_lev
 from ondevice_farm.controller.node_agent import find_fleet
 for line in sys.stdin:
     try:
+        if line.strip() == "held":  # what the fleet holds of units' results (job_writer.py)
+            print("HELD " + json.dumps(ray.get(find_fleet().held_results.remote(), timeout=30)), flush=True)
+            continue
         units = ray.get(find_fleet().units.remote(), timeout=30)
         out = [{"name": u["unit"].name, "serial": u["unit"].serial, "up": u["up"], "busy": u["busy"]}
                for u in units]

@@ -4,14 +4,17 @@ and `farm serve` on the head, driven by the real `farm nightly` (docs/fleet.md, 
 Checks: a node's simulated units share one DeviceActor process (counted in each node's process
 tree: Ray titles an actor's process `ray::DeviceActorImpl...`); a nightly over them runs on units
 of every node and stores, per job, a synthetic result that went through the analysis (a 200-op
-profile with CPU fallbacks, 100 samples, outputs compared with the reference); and a nightly on
-simulated units is refused unless asked for.
+profile with CPU fallbacks, 100 samples, outputs compared with the reference); a 2,000-job nightly
+over 100 of them is stored whole while neither the submitter nor the controller ever holds more
+than a bounded few job documents (counted, not timed); and a nightly on simulated units is refused
+unless asked for.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +53,19 @@ class Lab:
                 raise RuntimeError("the fleet probe exited")
         result = json.loads(line[len("UNITS ") :])
         return result if isinstance(result, list) else []
+
+    def held(self) -> dict[str, int]:
+        """What the fleet holds of units' results, now and at most so far (controller/job_writer.py)."""
+        assert self.probe.stdin is not None and self.probe.stdout is not None
+        self.probe.stdin.write("held\n")
+        self.probe.stdin.flush()
+        line = ""
+        while not line.startswith("HELD "):
+            line = self.probe.stdout.readline()
+            if not line:
+                raise RuntimeError("the fleet probe exited")
+        result: dict[str, int] = json.loads(line[len("HELD ") :])
+        return result
 
     def farm(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
         try:
@@ -173,3 +189,134 @@ def test_a_nightly_on_simulated_units_is_refused_unless_asked_for(lab: Lab, tmp_
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "simulated units" in refused.stderr and "--allow-simulated" in refused.stderr
     assert not any(u["busy"] for u in lab.units())
+
+
+#: a 2,000-job nightly: NIGHTLY_MODELS models x one target x NIGHTLY_UNITS units
+NIGHTLY_MODELS = 20
+NIGHTLY_UNITS = 100
+#: what the submitter may hold at once: a few in passing, never a growing share of the night
+SUBMITTER_BOUND = 4
+
+#: `farm nightly --address` as the CLI runs it (nightly/run.py), in a driver that counts what the
+#: submitter holds every 100 finished jobs, and once more while it holds one whole job on purpose
+#: (the count must see a document that is there)
+NIGHTLY = """
+import gc, json, sys
+from pathlib import Path
+
+from ondevice_farm.config import FarmHome
+from ondevice_farm.controller.cluster import ClusterConfig
+from ondevice_farm.controller.fleet import JobEvent
+from ondevice_farm.nightly.run import run_nightly
+from ondevice_farm.nightly.suite import load_suite
+from ondevice_farm.profiles import load_profiles
+from ondevice_farm.run_reader import iter_whole_jobs
+from ondevice_farm_agents.base import AgentSettings, DeviceRun
+from ondevice_farm_agents.simulated.profile import with_simulated
+
+suite, home, address = load_suite(Path(sys.argv[1])), FarmHome(Path(sys.argv[2])), sys.argv[3]
+profiles = with_simulated(load_profiles())
+settings = AgentSettings(profiles=profiles, extra={"simulated_units": "1"})
+
+
+def is_document(o):  # a whole job document (a summary has neither key)
+    return type(o) is dict and "job_id" in o and ("provenance" in o or "trace_events" in o)
+
+
+def held():
+    gc.collect()
+    objects = gc.get_objects()
+    return {
+        "documents": sum(1 for o in objects if is_document(o)),
+        "runs": sum(1 for o in objects if isinstance(o, DeviceRun))
+        + sum(1 for o in objects if isinstance(o, JobEvent) and o.run is not None),
+    }
+
+
+class Counting:
+    def __init__(self):
+        self.total, self.done, self.peak = 0, 0, {"documents": 0, "runs": 0}
+
+    def stage(self, text):
+        pass
+
+    def jobs_started(self, total):
+        self.total = total
+
+    def job_finished(self, job):
+        self.done += 1
+        if self.done % 100 == 0 or self.done == self.total:
+            for key, count in held().items():
+                self.peak[key] = max(self.peak[key], count)
+
+
+seen = {}
+
+
+def read_one(store, result):
+    whole = next(iter_whole_jobs(store, result.run["run_id"]))
+    seen["holding_one"] = held()["documents"]
+    del whole
+
+
+progress = Counting()
+result = run_nightly(
+    suite, home=home, profiles=profiles, settings=settings, cluster=ClusterConfig(address=address),
+    progress=progress, read_stored=read_one,
+)
+jobs = result.run["jobs"]
+print("RESULT " + json.dumps({
+    "finished": progress.done, "status": result.run["status"], "jobs": len(jobs),
+    "ids": len({j["job_id"] for j in jobs}), "ok": sum(1 for j in jobs if j["status"] == "ok"),
+    "submitter": progress.peak, **seen,
+}))
+"""
+
+
+def write_big_suite(root: Path, model: Path) -> Path:
+    models = []
+    for index in range(NIGHTLY_MODELS):  # a model's name is its file's stem
+        copy = root / f"m{index:02d}.onnx"
+        copy.write_bytes(model.read_bytes())
+        models.append(f"  - path: {copy}")
+    units = [f"simulated:{name}-{i}" for i in range(UNITS_PER_NODE) for name, _ in NODES][:NIGHTLY_UNITS]
+    lines = [
+        "name: lab-2000",
+        f"devices: [{', '.join(units)}]",
+        "targets: [ort/xnnpack]",
+        "runs: 100",
+        "warmup: 0",
+        "repeats: 1",
+        "allow_simulated: true",
+        "models:",
+        *models,
+    ]
+    suite = root / "lab-2000.yaml"
+    suite.write_text("\n".join(lines) + "\n")
+    return suite
+
+
+@pytest.mark.slow
+def test_a_2000_job_nightly_is_stored_whole_and_held_nowhere_whole(lab: Lab, tmp_path: Path) -> None:
+    suite = write_big_suite(tmp_path, write_model(tmp_path / "lab.onnx"))
+    jobs = NIGHTLY_MODELS * NIGHTLY_UNITS
+    done = subprocess.run(
+        [sys.executable, "-c", NIGHTLY, str(suite), str(tmp_path / "submitter-home"), lab.cluster.address],
+        env=lab.cluster.env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+    result = json.loads(line[len("RESULT ") :])
+
+    # every job ran on a simulated unit and is in the controller's store once
+    assert result["finished"] == jobs and result["status"] == "complete", result
+    assert result["jobs"] == result["ids"] == result["ok"] == jobs, result
+    # the submitter saw summaries only: no unit's result, a bounded few documents (the count does
+    # see one: it found the whole job the driver held on purpose)
+    assert result["holding_one"] >= 1, result
+    assert result["submitter"]["runs"] <= SUBMITTER_BOUND, result
+    assert result["submitter"]["documents"] <= SUBMITTER_BOUND, result
+    # the controller held at most a result per unit plus those being written
+    fleet = lab.held()
+    assert 1 <= fleet["peak_results"] <= len(NODES) * (1 + UNITS_PER_NODE) + fleet["max_in_flight"], fleet
+    assert fleet["peak_results"] < jobs // 10, fleet

@@ -139,6 +139,16 @@ def test_farm_diverge_on_a_host_run_with_coreml_predicted(tmp_path: Path) -> Non
     text = farm(home, "diverge", run_id, "--predict", "coreml/ane", timeout_s=180)
     assert f"{PLANTED_NODE} <- first" in text.stdout
 
+    # a window of the run's jobs, as `farm show`/`farm report` take it: past the only job, none is
+    # measured (the prediction needs no job), and stderr says which were
+    skipped = farm(
+        home, "diverge", run_id, "--predict", "coreml/ane", "--json", "--offset", "1", timeout_s=180
+    )
+    assert skipped.returncode == 0, skipped.stderr[-2000:]
+    labels = {c["label"] for c in json.loads(skipped.stdout)["curves"]}
+    assert labels == {"coreml/ane (predicted)"}
+    assert "jobs none of 1 (by finish time)" in skipped.stderr
+
     bad = farm(home, "diverge", run_id, "--predict", "ort/cpu")
     assert bad.returncode == 2 and "cannot predict ort/cpu" in bad.stderr
 

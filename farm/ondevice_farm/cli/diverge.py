@@ -11,6 +11,7 @@ import click
 from ondevice_farm.analysis.divergence import DEFAULT_LAYER_BUDGET
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.layers import layer_request, print_layers
+from ondevice_farm.cli.runs import detail_window_options
 from ondevice_farm.json_values import json_default
 
 
@@ -50,6 +51,7 @@ from ondevice_farm.json_values import json_default
 @click.option("--adb", multiple=True, help="host:port of an Android unit over TCP (with --on-device).")
 @click.option("--address", help="Ray cluster address for --on-device (default: an embedded local Ray).")
 @click.option("--json", "as_json", is_flag=True, help="Print the curves as one JSON document on stdout.")
+@detail_window_options("Jobs of the run whose layers are measured or predicted")
 @click.pass_obj
 @handles_errors
 def diverge(
@@ -63,6 +65,8 @@ def diverge(
     adb: tuple[str, ...],
     address: str | None,
     as_json: bool,
+    detail_jobs: int,
+    offset: int,
 ) -> None:
     """Per-layer error against the host reference for each job of RUN, and the first layer out of
     tolerance: measured for host jobs (and with --on-device for phone jobs, CoreML ones included),
@@ -72,7 +76,14 @@ def diverge(
     from ondevice_farm.run_reader import load_run
 
     with open_store(state) as store:
-        run = load_run(store, run_id)
+        run = load_run(store, run_id, detail_jobs=detail_jobs, offset=offset)
+    shown = len(run["jobs"])
+    if shown < run["jobs_total"]:  # on stderr: --json's stdout stays one document
+        span = f"{offset + 1}-{offset + shown}" if shown else "none"
+        click.echo(
+            f"jobs {span} of {run['jobs_total']} (by finish time); --offset and --jobs choose others",
+            err=True,
+        )
     built = build_report(
         run,
         model_path=model_path,

@@ -266,7 +266,8 @@ def result_families(latest: Iterable[LatestResult]) -> list[GaugeMetricFamily]:
         for backend, count in sorted(result.ops_by_backend.items()):
             add("farm_ops", result, float(count), backend, result.placement_source)
         add("farm_cpu_fallback_ops", result, float(result.cpu_fallback_ops), result.placement_source)
-        # a simulated unit computes no outputs: no reference series, so no reference alert fires
+        # a simulated unit's outputs are synthetic (made to pass the reference check): exporting
+        # them would put made-up numerics beside real ones, so no reference series and no alert
         if result.reference is not None and result.latency_source != "synthetic":
             add("farm_reference_max_abs_error", result, result.reference.max_abs_error)
             add("farm_reference_snr_db", result, result.reference.snr_db)

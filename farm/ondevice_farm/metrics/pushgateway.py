@@ -73,8 +73,8 @@ def summary_registry(
     )
     by_state = dict.fromkeys(REFERENCE_STATES, 0)
     for job in jobs:
-        # a simulated unit's job computes no outputs: it neither passed nor failed, and no
-        # reference alert may count it
+        # a simulated unit's outputs are synthetic: its check says nothing of real numerics, and
+        # no reference alert may count it
         synthetic = (job.get("provenance") or {}).get("latency") == "synthetic"
         if job.get("status") == "ok" and not synthetic:
             state = reference_state(job).state
