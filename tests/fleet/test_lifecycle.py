@@ -50,13 +50,20 @@ def start_long_submit(home: Path, model: Path) -> tuple[subprocess.Popen[str], s
     seen: set[int] = set()
 
     def job_running() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"farm submit exited: {process.communicate(timeout=30)[1][-2000:]}")
         with_actor = False
         try:
-            for child in psutil.Process(process.pid).children(recursive=True):
-                seen.add(child.pid)
-                with_actor = with_actor or "DeviceActor" in " ".join(child.cmdline())
-        except psutil.NoSuchProcess:
-            raise AssertionError(f"farm submit exited: {process.communicate()[1][-2000:]}") from None
+            children = psutil.Process(process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:  # exited since the poll: the next call says how
+            return False
+        for child in children:
+            seen.add(child.pid)
+            try:
+                title = " ".join(child.cmdline())
+            except psutil.NoSuchProcess:  # a worker that ended, or a zombie not yet reaped (a subclass)
+                continue
+            with_actor = with_actor or "DeviceActor" in title
         return with_actor and running_runs(home) == 1
 
     try:
