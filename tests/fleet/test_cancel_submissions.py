@@ -111,8 +111,12 @@ class Served:
         path = self.farm_home / "results.sqlite"
         if not path.exists():
             return None
-        with sqlite3.connect(path) as db:
-            row = db.execute("SELECT run_id, status FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        try:
+            with sqlite3.connect(path) as db:
+                newest = "SELECT run_id, status FROM runs ORDER BY created_at DESC LIMIT 1"
+                row = db.execute(newest).fetchone()
+        except sqlite3.OperationalError:  # the store is being created: no table yet
+            return None
         return None if row is None else (str(row[0]), str(row[1]))
 
 

@@ -80,8 +80,11 @@ def running_runs(home: Path) -> int:
     path = home / "results.sqlite"
     if not path.exists():
         return 0
-    with sqlite3.connect(path) as db:
-        return int(db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0])
+    try:
+        with sqlite3.connect(path) as db:
+            return int(db.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0])
+    except sqlite3.OperationalError:  # the submit is creating the store: no table yet, or locked
+        return 0
 
 
 def test_sigterm_ends_an_embedded_submit_as_ctrl_c_does(tmp_path: Path, tiny_model: Path) -> None:
