@@ -301,7 +301,7 @@ def measure(args: argparse.Namespace, store: str, root: Path) -> dict[str, Any]:
                 print(f"nightly of {jobs} jobs: {run['nightly_wall_s']:.0f} s,"
                       f" {run['jobs_per_s']:.2f} jobs/s, load {load()}", flush=True)  # fmt: skip
                 if args.json:  # what is measured survives a later step's failure
-                    partial = {k: v for k, v in result["sizes"][-1].items() if k != "rss_samples"}
+                    partial = {k: v for k, v in run.items() if k != "rss_samples"}
                     with args.json.with_suffix(".partial.jsonl").open("a") as out:
                         out.write(json.dumps(partial, default=str) + "\n")
             largest = result["sizes"][-1]["run_id"]

@@ -72,16 +72,7 @@ class Fleet:
 
     def units(self) -> list[dict[str, Any]]:
         """Each unit the fleet knows: name, serial, up, busy."""
-        assert self.probe.stdin is not None and self.probe.stdout is not None
-        self.probe.stdin.write("units\n")
-        self.probe.stdin.flush()
-        line = ""
-        while not line.startswith("UNITS "):  # Ray's driver prints cluster events on stdout too
-            line = self.probe.stdout.readline()
-            if not line:
-                raise RuntimeError("the fleet probe exited")
-        result = json.loads(line[len("UNITS ") :])
-        return result if isinstance(result, list) else []  # no controller right now
+        return probe_units(self.probe)
 
 
 PROBE = """
@@ -101,6 +92,25 @@ for line in sys.stdin:
         out = {"error": repr(exc)}
     print("UNITS " + json.dumps(out), flush=True)
 """
+
+
+def ask_probe(probe: subprocess.Popen[str], command: str) -> Any:
+    """The PROBE driver's JSON answer to `command` ("units" or "held")."""
+    assert probe.stdin is not None and probe.stdout is not None
+    probe.stdin.write(command + "\n")
+    probe.stdin.flush()
+    prefix = command.upper() + " "
+    line = ""
+    while not line.startswith(prefix):  # Ray's driver prints cluster events on stdout too
+        line = probe.stdout.readline()
+        if not line:
+            raise RuntimeError("the fleet probe exited")
+    return json.loads(line[len(prefix) :])
+
+
+def probe_units(probe: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    result = ask_probe(probe, "units")
+    return result if isinstance(result, list) else []  # no controller right now
 
 
 def start_probe(cluster: LocalCluster) -> subprocess.Popen[str]:

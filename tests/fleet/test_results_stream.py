@@ -25,21 +25,21 @@ SUBMITTER_BOUND = 4
 #: one submission of JOBS jobs on UNITS simulated units through the embedded fleet, the way
 #: `farm submit` runs it (plan, record, run); prints what each process held at most
 SUBMISSION = """
-import dataclasses, gc, json, sys
+import dataclasses, json, sys
 from pathlib import Path
 
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.client import fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
-from ondevice_farm.controller.fleet import JobEvent
 from ondevice_farm.controller.pipeline import check_requests, plan_model, prepare_on, run_planned
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import run_store
 from ondevice_farm.controller.submission import SubmitRequest, with_home_caches
 from ondevice_farm.profiles import load_profiles
 from ondevice_farm.store import ResultsStore, new_run_id
-from ondevice_farm_agents.base import AgentSettings, DeviceRun
+from ondevice_farm_agents.base import AgentSettings
 from ondevice_farm_agents.simulated.profile import with_simulated
+from tests.fleet.held_objects import CountingProgress
 
 model, root, jobs, units = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 home = FarmHome(root)
@@ -49,40 +49,9 @@ extra = {"simulated_units": units, "simulated_prefix": "sim", "simulated_latency
 settings = AgentSettings(profiles=profiles, extra=extra)
 
 
-def is_document(o):  # a whole job document (a summary has neither key)
-    return type(o) is dict and "job_id" in o and ("provenance" in o or "trace_events" in o)
-
-
-def held():
-    gc.collect()
-    objects = gc.get_objects()
-    return {
-        "documents": sum(1 for o in objects if is_document(o)),
-        "runs": sum(1 for o in objects if isinstance(o, DeviceRun))
-        + sum(1 for o in objects if isinstance(o, JobEvent) and o.run is not None),
-    }
-
-
-class Counting:
-    def __init__(self):
-        self.total, self.done, self.peak = 0, 0, {"documents": 0, "runs": 0}
-
-    def stage(self, text):
-        pass
-
-    def jobs_started(self, total):
-        self.total = total
-
-    def job_finished(self, job):
-        self.done += 1
-        if self.done % 20 == 0 or self.done == self.total:
-            for key, count in held().items():
-                self.peak[key] = max(self.peak[key], count)
-
-
 request = with_home_caches(SubmitRequest(model_path=model, devices="simulated", runs=5, warmup=0), home)
 checked, platforms = check_requests([request], profiles, settings)
-progress = Counting()
+progress = CountingProgress(every=20)
 with fleet_client(ClusterConfig(), settings, profiles, platforms) as client:
     [prepared] = prepare_on(client, [request], checked, profiles)
     prepared = dataclasses.replace(prepared, plan=prepared.plan * jobs)
@@ -113,7 +82,7 @@ def test_a_submission_of_hundreds_of_jobs_is_held_nowhere_whole(tmp_path: Path) 
     done = subprocess.run(
         [sys.executable, "-c", SUBMISSION, str(ROOT / "examples" / "tinynet.onnx"), str(tmp_path / "home"),
          str(JOBS), str(UNITS)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))

@@ -26,8 +26,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.fleet.cluster import VENV_BIN, LocalCluster, Node, new_cluster
-from tests.fleet.conftest import only_loopback, start_probe, start_serve, wait_for
+from tests.fleet.conftest import ask_probe, only_loopback, probe_units, start_probe, start_serve, wait_for
 
+ROOT = Path(__file__).resolve().parents[2]
 NODES = (("n1", "127.0.0.1"), ("n2", "127.0.0.2"), ("n3", "127.0.0.3"))
 UNITS_PER_NODE = 34
 JOB_S = 0.3
@@ -43,28 +44,11 @@ class Lab:
     probe: subprocess.Popen[str]
 
     def units(self) -> list[dict[str, Any]]:
-        assert self.probe.stdin is not None and self.probe.stdout is not None
-        self.probe.stdin.write("units\n")
-        self.probe.stdin.flush()
-        line = ""
-        while not line.startswith("UNITS "):
-            line = self.probe.stdout.readline()
-            if not line:
-                raise RuntimeError("the fleet probe exited")
-        result = json.loads(line[len("UNITS ") :])
-        return result if isinstance(result, list) else []
+        return probe_units(self.probe)
 
     def held(self) -> dict[str, int]:
         """What the fleet holds of units' results, now and at most so far (controller/job_writer.py)."""
-        assert self.probe.stdin is not None and self.probe.stdout is not None
-        self.probe.stdin.write("held\n")
-        self.probe.stdin.flush()
-        line = ""
-        while not line.startswith("HELD "):
-            line = self.probe.stdout.readline()
-            if not line:
-                raise RuntimeError("the fleet probe exited")
-        result: dict[str, int] = json.loads(line[len("HELD ") :])
+        result: dict[str, int] = ask_probe(self.probe, "held")
         return result
 
     def farm(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
@@ -201,53 +185,22 @@ SUBMITTER_BOUND = 4
 #: submitter holds every 100 finished jobs, and once more while it holds one whole job on purpose
 #: (the count must see a document that is there)
 NIGHTLY = """
-import gc, json, sys
+import json, sys
 from pathlib import Path
 
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.cluster import ClusterConfig
-from ondevice_farm.controller.fleet import JobEvent
 from ondevice_farm.nightly.run import run_nightly
 from ondevice_farm.nightly.suite import load_suite
 from ondevice_farm.profiles import load_profiles
 from ondevice_farm.run_reader import iter_whole_jobs
-from ondevice_farm_agents.base import AgentSettings, DeviceRun
+from ondevice_farm_agents.base import AgentSettings
 from ondevice_farm_agents.simulated.profile import with_simulated
+from tests.fleet.held_objects import CountingProgress, held
 
 suite, home, address = load_suite(Path(sys.argv[1])), FarmHome(Path(sys.argv[2])), sys.argv[3]
 profiles = with_simulated(load_profiles())
 settings = AgentSettings(profiles=profiles, extra={"simulated_units": "1"})
-
-
-def is_document(o):  # a whole job document (a summary has neither key)
-    return type(o) is dict and "job_id" in o and ("provenance" in o or "trace_events" in o)
-
-
-def held():
-    gc.collect()
-    objects = gc.get_objects()
-    return {
-        "documents": sum(1 for o in objects if is_document(o)),
-        "runs": sum(1 for o in objects if isinstance(o, DeviceRun))
-        + sum(1 for o in objects if isinstance(o, JobEvent) and o.run is not None),
-    }
-
-
-class Counting:
-    def __init__(self):
-        self.total, self.done, self.peak = 0, 0, {"documents": 0, "runs": 0}
-
-    def stage(self, text):
-        pass
-
-    def jobs_started(self, total):
-        self.total = total
-
-    def job_finished(self, job):
-        self.done += 1
-        if self.done % 100 == 0 or self.done == self.total:
-            for key, count in held().items():
-                self.peak[key] = max(self.peak[key], count)
 
 
 seen = {}
@@ -259,7 +212,7 @@ def read_one(store, result):
     del whole
 
 
-progress = Counting()
+progress = CountingProgress(every=100)
 result = run_nightly(
     suite, home=home, profiles=profiles, settings=settings, cluster=ClusterConfig(address=address),
     progress=progress, read_stored=read_one,
@@ -302,7 +255,7 @@ def test_a_2000_job_nightly_is_stored_whole_and_held_nowhere_whole(lab: Lab, tmp
     jobs = NIGHTLY_MODELS * NIGHTLY_UNITS
     done = subprocess.run(
         [sys.executable, "-c", NIGHTLY, str(suite), str(tmp_path / "submitter-home"), lab.cluster.address],
-        env=lab.cluster.env, capture_output=True, text=True, timeout=900,
+        env=lab.cluster.env, cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
