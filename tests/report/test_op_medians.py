@@ -88,3 +88,14 @@ def test_the_html_table_shows_median_mean_and_runs() -> None:
     html = render_html(run(_job(ONE_SLOW)))
     assert "median ms" in html and "mean ms" in html and "share of medians" in html
     assert "1.080" in html and "90.9%" in html
+
+
+def test_the_trace_keeps_the_cold_run_and_the_median_warm_run() -> None:
+    device_run = DeviceRun(load_ms=1.0, first_inference_ms=1.0, samples_ms=[1.0], outputs={})
+    # warm Conv times out of order: the median one (300 us) is the fourth warm run
+    record_profile(device_run, _profile([500.0, 100.0, 5000.0, 300.0, 200.0]))
+    convs = [e["dur"] for e in device_run.trace_events if e["args"]["op_name"] == "Conv"]
+    assert convs == [COLD_CONV_US, 300.0]  # in time order, two of six runs
+    assert len(device_run.trace_events) == 4
+    # the per-op table still summarises every warm run
+    assert {op.name: op.runs for op in device_run.ops}["conv"] == 5

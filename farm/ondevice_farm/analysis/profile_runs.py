@@ -93,5 +93,20 @@ def record_profile(run: DeviceRun, events: Sequence[Mapping[str, Any]]) -> list[
     warm = [r.nodes for r in runs[DEFAULT_COLD_RUNS:] if r.nodes]
     run.ops = op_timings_by_run(warm) if warm else op_timings(warm_events(events, runs=runs))
     run.placement = {op.name: op.provider for op in run.ops}
-    run.trace_events = [dict(e) for e in node_events(events)]
+    kept = [e for r in trace_runs(runs) for e in r.nodes]
+    run.trace_events = [dict(e) for e in (kept or node_events(events))]
     return runs
+
+
+def trace_runs(runs: Sequence[ProfiledRun], cold_runs: int = DEFAULT_COLD_RUNS) -> list[ProfiledRun]:
+    """The runs a job's stored trace keeps: the cold ones and one warm run, the one whose node time
+    is the (lower) median of the warm runs'.
+
+    The per-op table already summarises every warm run; what a timeline adds is how one inference
+    lays out, cold and typical. Keeping every profiled run made the trace 87% of a job's document
+    and, at 200 ops, 2,200 events a job for the controller to receive, slim and encode: the cost
+    that bounded a lab's job rate (docs/benchmarks.md, "A night of a real lab").
+    """
+    warm = sorted((r for r in runs[cold_runs:] if r.nodes), key=lambda r: r.node_us)
+    median = [warm[(len(warm) - 1) // 2]] if warm else []
+    return [r for r in runs[:cold_runs] if r.nodes] + median
