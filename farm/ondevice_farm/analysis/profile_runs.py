@@ -13,8 +13,10 @@ interval holds its start.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from ondevice_farm.analysis.ort_profile import node_events, op_timings, op_timings_by_run
@@ -53,7 +55,16 @@ def profiled_runs(events: Iterable[Mapping[str, Any]]) -> list[ProfiledRun]:
     )
     runs = [ProfiledRun(start, dur, ()) for start, dur in windows]
     members: list[list[Mapping[str, Any]]] = [[] for _ in runs]
+    starts = [start for start, _ in windows]
+    # a profile's runs follow one another: the run that holds an event is the last to start before
+    # it, found by bisection (a scan of every run per event was 13,000 tests for a 200-op profile)
+    disjoint = all(a[0] + a[1] < b[0] for a, b in pairwise(windows))
     for event in node_events(events):
+        if disjoint:
+            k = bisect_right(starts, float(event.get("ts", -1.0))) - 1
+            if k >= 0 and runs[k].holds(event):
+                members[k].append(event)
+            continue
         for k, run in enumerate(runs):
             if run.holds(event):
                 members[k].append(event)
