@@ -75,6 +75,16 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+#: random bytes of a job id within its run: 64 bits leave a 300,000-job night about one chance in
+#: 400 million of two jobs sharing an id (birthday bound n^2 / 2^65); the 3 bytes it had gave a
+#: 10,000-job nightly ~3 such pairs, and each pair lost a job without a word (benchmarks/lab_scale.py)
+JOB_ID_BYTES = 8
+
+
+def new_job_id(run_id: str) -> str:
+    return f"{run_id}-{secrets.token_hex(JOB_ID_BYTES)}"
+
+
 @dataclass(frozen=True)
 class RunRow:
     run_id: str

@@ -100,8 +100,11 @@ class FleetClient:
         summary; without, the `done` event carries the unit's result (`farm compare`'s rounds)."""
         import ray
 
-        submission = secrets.token_hex(6)
         remaining = {s.job_id for s in specs}
+        if len(remaining) != len(specs):
+            # one id twice: the fleet would run both and this would hear one, so a job would be lost
+            raise SchedulingError(f"{len(specs) - len(remaining)} job id(s) given twice in one submission")
+        submission = secrets.token_hex(6)
         try:
             ray.get(self.fleet.submit.remote(submission, specs, run_id, writing))
             while remaining:

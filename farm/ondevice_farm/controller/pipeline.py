@@ -8,7 +8,6 @@ job carries (`JobContext`); this submitter hears a summary of it.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.reference import reference_model_entry, reference_outputs
-from ondevice_farm.store import StoreLocation, new_run_id
+from ondevice_farm.store import StoreLocation, new_job_id, new_run_id
 from ondevice_farm.targets import Target
 from ondevice_farm_agents.base import (
     DEFAULT_JOB_TIMEOUT_S,
@@ -185,7 +184,7 @@ def plan_model(
     tolerances: dict[str, Tolerance] = {}
     shipped: dict[str, Any] = {}
     for selector, target in prepared.plan:
-        job_id = f"{run_id}-{secrets.token_hex(3)}"
+        job_id = new_job_id(run_id)
         base: dict[str, Any] = {
             "job_id": job_id,
             "run_id": run_id,
