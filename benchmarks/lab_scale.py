@@ -79,20 +79,43 @@ def tiny_model(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def write_suite(root: Path, name: str, jobs: int, model: bytes) -> Path:
-    """`jobs` jobs: model copies (a model's name is its file's stem) x the targets, the last one
-    trimmed to make the count."""
+def unit_names(units: int, nodes: int) -> list[str]:
+    """Every simulated unit's selector, the nodes taken in turn (a small night spans them all)."""
+    shares = [units // nodes + (n <= units % nodes) for n in range(1, nodes + 1)]
+    return [
+        f"simulated:n{n}-{i}" for i in range(max(shares)) for n in range(1, nodes + 1) if i < shares[n - 1]
+    ]
+
+
+def write_suite(
+    root: Path, name: str, jobs: int, model: bytes, models: int, units: list[str]
+) -> tuple[Path, int]:
+    """The suite and its planned job count. With `models`, a lab's night: that many models (copies
+    under distinct names), each on the ort targets of as many units (pinned, `simulated:SERIAL`) as
+    make about `jobs`, so the models and series stay fixed while the jobs grow. With `models` 0, one
+    model copy per three jobs on the profile (the last trimmed to make the count): jobs and series
+    grow together."""
     folder = root / name
     folder.mkdir(parents=True)
     lines = [f"name: {name}", "devices: [simulated]", "runs: 100", "warmup: 0", "repeats: 1", "models:"]
-    for index in range(-(-jobs // len(TARGETS))):
-        path = folder / f"m{index:05d}.onnx"
-        path.write_bytes(model)
-        targets = TARGETS[: min(len(TARGETS), jobs - index * len(TARGETS))]
-        lines += [f"  - path: {path}", f"    targets: [{', '.join(targets)}]"]
+    if models:
+        named = units[: max(1, min(len(units), jobs // (models * len(TARGETS))))]
+        for index in range(models):
+            path = folder / f"m{index:05d}.onnx"
+            path.write_bytes(model)
+            lines += [f"  - path: {path}", f"    devices: [{', '.join(named)}]",
+                      f"    targets: [{', '.join(TARGETS)}]"]  # fmt: skip
+        planned = models * len(TARGETS) * len(named)
+    else:
+        for index in range(-(-jobs // len(TARGETS))):
+            path = folder / f"m{index:05d}.onnx"
+            path.write_bytes(model)
+            targets = TARGETS[: min(len(TARGETS), jobs - index * len(TARGETS))]
+            lines += [f"  - path: {path}", f"    targets: [{', '.join(targets)}]"]
+        planned = jobs
     suite = root / f"{name}.yaml"
     suite.write_text("\n".join(lines) + "\n")
-    return suite
+    return suite, planned
 
 
 def scrape(url: str) -> tuple[float, str]:
@@ -216,7 +239,7 @@ def nightly(
     lab: Lab, db: Any, root: Path, jobs: int, model: bytes, args: argparse.Namespace
 ) -> dict[str, Any]:
     name = f"lab-{jobs}"
-    suite = write_suite(root, name, jobs, model)
+    suite, jobs = write_suite(root, name, jobs, model, args.models, unit_names(args.units, args.nodes))
     before = store_bytes(db)
     command = lab.farm("nightly", str(suite), "--address", lab.cluster.address, "--allow-simulated")
     began = time.perf_counter()
@@ -230,13 +253,14 @@ def nightly(
         raise RuntimeError(f"farm nightly exited {code}:\n{(root / f'{name}.log').read_text()[-3000:]}")
     run_id, stored, ids, pairs, ok_jobs, first, last = db.execute(
         "SELECT r.run_id, count(j.job_id), count(DISTINCT j.job_id),"
-        " count(DISTINCT (j.model_name, j.target)),"
+        " count(DISTINCT (j.model_name, j.target, j.requested)),"
         " count(*) FILTER (WHERE j.status = 'ok'), min(j.started_at), max(j.finished_at)"
         " FROM runs r JOIN jobs j ON j.run_id = r.run_id WHERE r.suite = %s GROUP BY r.run_id",
         (name,),
     ).fetchone()
     return {
         "jobs": jobs,
+        "suite": name,
         "run_id": run_id,
         "nightly_wall_s": wall_s,
         "stored_once": stored == ids == pairs == jobs,
@@ -257,7 +281,7 @@ def nightly(
 
 def history(lab: Lab, db: Any, runs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     copies, load_s = copy_history(
-        db, [f"lab-{r['jobs']}" for r in runs], args.history, args.history_days, args.history_parts_copies
+        db, [r["suite"] for r in runs], args.history, args.history_days, args.history_parts_copies
     )
     rows = db.execute("SELECT count(*) FROM jobs").fetchone()[0]
     first_s, body = scrape(lab.metrics_url)
@@ -334,6 +358,10 @@ def main() -> None:
     parser.add_argument(
         "--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[3000, 10000, 30000]
     )
+    parser.add_argument(
+        "--models", type=int, default=10,
+        help="models of each night, each on pinned units (0: a model per three jobs, on the profile)",
+    )  # fmt: skip
     parser.add_argument("--history", type=int, default=1_000_000, help="stored jobs for the scrape and gc")
     parser.add_argument("--history-days", type=float, default=90.0, help="how far back the copies go")
     parser.add_argument(
@@ -349,6 +377,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.units, args.job_s, args.sizes, args.history = 30, 0.5, [40, 120], 2000
+        args.models = min(args.models, 2)
         args.scrape_every_s = 2.0
 
     from tests.pg_server import postgres_server
