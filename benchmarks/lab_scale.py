@@ -91,21 +91,24 @@ def write_suite(
     root: Path, name: str, jobs: int, model: bytes, models: int, units: list[str]
 ) -> tuple[Path, int]:
     """The suite and its planned job count. With `models`, a lab's night: that many models (copies
-    under distinct names), each on the ort targets of as many units (pinned, `simulated:SERIAL`) as
-    make about `jobs`, so the models and series stay fixed while the jobs grow. With `models` 0, one
+    under distinct names), each on the ort targets of its slice of the units (pinned,
+    `simulated:SERIAL`; the slices wrap around the lab), as many as make about `jobs`, so the
+    models and series stay fixed while the jobs grow and every unit takes its share. With `models` 0, one
     model copy per three jobs on the profile (the last trimmed to make the count): jobs and series
     grow together."""
     folder = root / name
     folder.mkdir(parents=True)
     lines = [f"name: {name}", "devices: [simulated]", "runs: 100", "warmup: 0", "repeats: 1", "models:"]
     if models:
-        named = units[: max(1, min(len(units), jobs // (models * len(TARGETS))))]
+        per_model = max(1, min(len(units), jobs // (models * len(TARGETS))))
         for index in range(models):
             path = folder / f"m{index:05d}.onnx"
             path.write_bytes(model)
+            # each model on the next slice of the lab, wrapping: every unit gets its share
+            named = [units[(index * per_model + k) % len(units)] for k in range(per_model)]
             lines += [f"  - path: {path}", f"    devices: [{', '.join(named)}]",
                       f"    targets: [{', '.join(TARGETS)}]"]  # fmt: skip
-        planned = models * len(TARGETS) * len(named)
+        planned = models * len(TARGETS) * per_model
     else:
         for index in range(-(-jobs // len(TARGETS))):
             path = folder / f"m{index:05d}.onnx"
