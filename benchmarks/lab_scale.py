@@ -9,12 +9,14 @@ Starts the simulated lab of docs/fleet.md ("Simulated lab"): NODES Ray nodes on 
 database), `farm serve --store postgresql://...` on the head, one `farm agent` per node serving its
 share of UNITS simulated units (one shared DeviceActor per node) whose jobs last a log-normal draw
 around JOB_S. Then, for each size of --sizes, `farm nightly --address --allow-simulated` of a suite
-of that many jobs (copies of one tiny model under distinct names x ort/cpu, ort/xnnpack, ort/nnapi
-on `simulated`, runs: 100), and measures:
+of about that many jobs (MODELS copies of one tiny model under distinct names, each on ort/cpu,
+ort/xnnpack and ort/nnapi of its own slice of the units, pinned: models x targets x phones, as a
+lab's night; --models 0: a copy per three jobs on `simulated`; runs: 100), and measures:
 
 - jobs per second sustained (the run's jobs / its first start to its last finish, from the store),
   against the lab's rate units / JOB_S;
-- every job stored once: the run's rows, distinct ids and distinct (model, target) == planned;
+- every job stored once: the run's rows, distinct ids and distinct (model, target, unit asked
+  for) == planned;
 - store size per job: growth of pg_total_relation_size(jobs, job_parts, runs) / the run's jobs;
 - peak RSS per process kind of `farm serve`, the submitter, the agents and every Ray process of
   every node (benchmarks/process_rss.py: each tree sampled every second), its slope against jobs
