@@ -81,9 +81,14 @@ def tiny_model(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def node_shares(units: int, nodes: int) -> list[int]:
+    """How many of `units` simulated units each node's agent serves."""
+    return [units // nodes + (n <= units % nodes) for n in range(1, nodes + 1)]
+
+
 def unit_names(units: int, nodes: int) -> list[str]:
     """Every simulated unit's selector, the nodes taken in turn (a small night spans them all)."""
-    shares = [units // nodes + (n <= units % nodes) for n in range(1, nodes + 1)]
+    shares = node_shares(units, nodes)
     return [
         f"simulated:n{n}-{i}" for i in range(max(shares)) for n in range(1, nodes + 1) if i < shares[n - 1]
     ]
@@ -95,32 +100,35 @@ def write_suite(
     """The suite and its planned job count. With `models`, a lab's night: that many models (copies
     under distinct names), each on the ort targets of its slice of the units (pinned,
     `simulated:SERIAL`; the slices wrap around the lab), as many as make about `jobs`, so the
-    models and series stay fixed while the jobs grow and every unit takes its share. With `models` 0, one
-    model copy per three jobs on the profile (the last trimmed to make the count): jobs and series
-    grow together."""
+    models and series stay fixed while the jobs grow and every unit takes its share. With
+    `models` 0, one model copy per three jobs on the profile (the last trimmed to make the count):
+    jobs and series grow together."""
+    # (targets, pinned units or None for the suite's `simulated`) per model copy
+    entries: list[tuple[tuple[str, ...], list[str] | None]]
+    if models:
+        per_model = max(1, min(len(units), jobs // (models * len(TARGETS))))
+        entries = [
+            (TARGETS, [units[(index * per_model + k) % len(units)] for k in range(per_model)])
+            for index in range(models)
+        ]
+    else:
+        entries = [
+            (TARGETS[: min(len(TARGETS), jobs - index * len(TARGETS))], None)
+            for index in range(-(-jobs // len(TARGETS)))
+        ]
     folder = root / name
     folder.mkdir(parents=True)
     lines = [f"name: {name}", "devices: [simulated]", "runs: 100", "warmup: 0", "repeats: 1", "models:"]
-    if models:
-        per_model = max(1, min(len(units), jobs // (models * len(TARGETS))))
-        for index in range(models):
-            path = folder / f"m{index:05d}.onnx"
-            path.write_bytes(model)
-            # each model on the next slice of the lab, wrapping: every unit gets its share
-            named = [units[(index * per_model + k) % len(units)] for k in range(per_model)]
-            lines += [f"  - path: {path}", f"    devices: [{', '.join(named)}]",
-                      f"    targets: [{', '.join(TARGETS)}]"]  # fmt: skip
-        planned = models * len(TARGETS) * per_model
-    else:
-        for index in range(-(-jobs // len(TARGETS))):
-            path = folder / f"m{index:05d}.onnx"
-            path.write_bytes(model)
-            targets = TARGETS[: min(len(TARGETS), jobs - index * len(TARGETS))]
-            lines += [f"  - path: {path}", f"    targets: [{', '.join(targets)}]"]
-        planned = jobs
+    for index, (targets, devices) in enumerate(entries):
+        path = folder / f"m{index:05d}.onnx"
+        path.write_bytes(model)
+        lines.append(f"  - path: {path}")
+        if devices is not None:
+            lines.append(f"    devices: [{', '.join(devices)}]")
+        lines.append(f"    targets: [{', '.join(targets)}]")
     suite = root / f"{name}.yaml"
     suite.write_text("\n".join(lines) + "\n")
-    return suite, planned
+    return suite, sum(len(targets) * len(devices or [None]) for targets, devices in entries)
 
 
 def scrape(url: str) -> tuple[float, str]:
@@ -189,8 +197,7 @@ class Lab:
             if serve.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"farm serve did not start:\n{log[-3000:]}")
             time.sleep(0.5)
-        for n in range(1, nodes + 1):
-            share = units // nodes + (n <= units % nodes)
+        for n, share in enumerate(node_shares(units, nodes), start=1):
             agent = self.cluster.spawn(
                 f"agent-n{n}",
                 [FARM, "agent", "--address", self.cluster.address, "--node-ip", f"127.0.0.{n}"],
@@ -244,7 +251,7 @@ def nightly(
     lab: Lab, db: Any, root: Path, jobs: int, model: bytes, args: argparse.Namespace
 ) -> dict[str, Any]:
     name = f"lab-{jobs}"
-    suite, jobs = write_suite(root, name, jobs, model, args.models, unit_names(args.units, args.nodes))
+    suite, planned = write_suite(root, name, jobs, model, args.models, unit_names(args.units, args.nodes))
     before = store_bytes(db)
     command = lab.farm("nightly", str(suite), "--address", lab.cluster.address, "--allow-simulated")
     began = time.perf_counter()
@@ -252,7 +259,7 @@ def nightly(
         process = subprocess.Popen(command, env=lab.env(), stdout=log, stderr=subprocess.STDOUT)
         sampler.add_root("farm nightly (submitter)", process.pid)
         with Scraper(lab.metrics_url, args.scrape_every_s) as scraper:
-            code = process.wait(timeout=600 + 5 * jobs * args.job_s / args.units)
+            code = process.wait(timeout=600 + 5 * planned * args.job_s / args.units)
     wall_s = time.perf_counter() - began
     if code not in (0, 1):  # 1: a regression or every job failed, still a stored run
         raise RuntimeError(f"farm nightly exited {code}:\n{(root / f'{name}.log').read_text()[-3000:]}")
@@ -264,11 +271,11 @@ def nightly(
         (name,),
     ).fetchone()
     return {
-        "jobs": jobs,
+        "jobs": planned,
         "suite": name,
         "run_id": run_id,
         "nightly_wall_s": wall_s,
-        "stored_once": stored == ids == pairs == jobs,
+        "stored_once": stored == ids == pairs == planned,
         "stored": stored,
         "ok": ok_jobs,
         "jobs_per_s": stored / max(last - first, 1e-9),

@@ -17,7 +17,7 @@ import pytest
 from rich.console import Console
 
 from ondevice_farm.analysis.op_table import op_table
-from ondevice_farm.analysis.profile_runs import record_profile
+from ondevice_farm.analysis.profile_runs import profiled_runs, record_profile
 from ondevice_farm.measurement import DeviceRun
 from ondevice_farm.reports.html import render_html
 from ondevice_farm.reports.terminal import ops_table
@@ -94,8 +94,23 @@ def test_the_trace_keeps_the_cold_run_and_the_median_warm_run() -> None:
     device_run = DeviceRun(load_ms=1.0, first_inference_ms=1.0, samples_ms=[1.0], outputs={})
     # warm Conv times out of order: the median one (300 us) is the fourth warm run
     record_profile(device_run, _profile([500.0, 100.0, 5000.0, 300.0, 200.0]))
-    convs = [e["dur"] for e in device_run.trace_events if e["args"]["op_name"] == "Conv"]
+    convs = [e["dur"] for e in device_run.trace_events if e["name"] == "conv_kernel_time"]
     assert convs == [COLD_CONV_US, 300.0]  # in time order, two of six runs
     assert len(device_run.trace_events) == 4
     # the per-op table still summarises every warm run
     assert {op.name: op.runs for op in device_run.ops}["conv"] == 5
+
+
+def test_a_kernel_event_belongs_to_the_first_run_that_holds_it_when_runs_overlap() -> None:
+    # two Run() calls from two threads overlap; the bisection serves runs that follow one another
+    def node(ts: float) -> dict[str, Any]:
+        return {"cat": "Node", "name": "conv_kernel_time", "ph": "X", "ts": ts, "dur": 1.0, "args": {}}
+
+    def window(ts: float) -> dict[str, Any]:
+        return {"cat": "Session", "name": "model_run", "ph": "X", "ts": ts, "dur": 100.0}
+
+    overlapping = profiled_runs([window(0.0), window(50.0), node(60.0), node(120.0)])
+    assert [[e["ts"] for e in r.nodes] for r in overlapping] == [[60.0], [120.0]]
+    # runs that follow one another; an event between them belongs to none
+    disjoint = profiled_runs([window(0.0), window(200.0), node(60.0), node(150.0), node(260.0)])
+    assert [[e["ts"] for e in r.nodes] for r in disjoint] == [[60.0], [260.0]]
