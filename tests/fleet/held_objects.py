@@ -13,6 +13,12 @@ def is_document(o: object) -> bool:
     return type(o) is dict and "job_id" in o and ("provenance" in o or "trace_events" in o)
 
 
+def is_job(o: object) -> bool:
+    """A job as the store gives it or the nightly keeps it: a whole document, a store summary, a
+    kept view of one (a `JobSummary`'s fields, a submitter's bounded few in passing, name no model)."""
+    return type(o) is dict and "job_id" in o and "status" in o and "model" in o
+
+
 def held() -> dict[str, int]:
     from ondevice_farm.controller.fleet import JobEvent
     from ondevice_farm_agents.base import DeviceRun
@@ -21,6 +27,7 @@ def held() -> dict[str, int]:
     objects = gc.get_objects()
     return {
         "documents": sum(1 for o in objects if is_document(o)),
+        "summaries": sum(1 for o in objects if is_job(o)),
         "runs": sum(1 for o in objects if isinstance(o, DeviceRun))
         + sum(1 for o in objects if isinstance(o, JobEvent) and o.run is not None),
     }
@@ -33,7 +40,7 @@ class CountingProgress:
     def __init__(self, every: int) -> None:
         self.every = every
         self.total = self.done = 0
-        self.peak = {"documents": 0, "runs": 0}
+        self.peak = {"documents": 0, "summaries": 0, "runs": 0}
 
     def stage(self, text: str) -> None:
         pass

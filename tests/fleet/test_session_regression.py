@@ -173,7 +173,9 @@ def test_the_terminal_verdict_fits_80_columns_and_shows_the_numbers() -> None:
     change = f"{(slowed.latency.ratio - 1) * 100:+.1f}%"
     assert "regressed" in row and change in row and f"{slowed.latency.ci_low:.2f}-" in row
     assert not any(line.lstrip().startswith(";") for line in lines)
-    page = render_nightly({"suite": "s", "run_id": "new", "status": "complete", "jobs": now}, comparison)
+    counts = {"total": len(now), "ok": sum(1 for j in now if j["status"] == "ok")}
+    run = {"suite": "s", "run_id": "new", "status": "complete", "job_counts": counts}
+    page = render_nightly(run, comparison)
     assert "regressed" in page and "adjusted p" in page and f"{slowed.latency.new_p50:.4g}" in page
 
 
@@ -191,3 +193,69 @@ def test_one_outlier_does_not_raise_a_spread_warning() -> None:
     document = sessions_document([[*steady[:-1], 60.0]])
     assert document["cv"] > 0.5  # the old warning fired on this
     assert spread_warnings(document) == []
+
+
+def rich_job(
+    model: str, p50s: list[float], run_id: str, *, snr: float, fallbacks: list[str], fused: int
+) -> dict[str, Any]:
+    """A job with what the numeric and placement findings and the diagnostic read, and more
+    they do not (as a stored summary has)."""
+    doc = job(model, p50s, run_id)
+    doc["latency_ms"]["samples"] = [v * f for v in p50s for f in (0.98, 1.0, 1.03)]
+    doc["reference"] = {
+        "status": "passed", "passed": True, "tolerance": {"snr_db_min": 30.0},
+        "outputs": {"y": {"snr_db": snr, "passed": True, "max_abs": 1e-3}},
+    }  # fmt: skip
+    doc["fallback_ops"] = [
+        {"name": n, "op_type": "Erf", "provider": "CPUExecutionProvider"} for n in fallbacks
+    ]
+    doc["compile"] = {"fusions": [{"op_type": "Gelu", "before": 3, "after": fused}], "provider": "x"}
+    doc["transfers"] = [{"from": "cpu", "to": "npu", "bytes": 4096}] * 20
+    doc["artifact_sha256"], doc["duration_s"] = "ab" * 32, 1.5
+    return doc
+
+
+def test_the_nightlys_kept_views_give_the_verdicts_the_whole_summaries_give() -> None:
+    """What load_history keeps of a job (its baseline's verdict inputs, older nights' session p50s:
+    nightly/verdict_inputs.py) judges tonight exactly as the stored summaries themselves do."""
+    from ondevice_farm.nightly.verdict_inputs import history_point, verdict_view
+
+    rng = np.random.default_rng(11)
+    models = ["steady", "slowed", "lost_fusion", "new_fallback", "snr_drop"]
+    full = {
+        (m, "host-cpu", "ort/cpu"): [
+            (f"n{n}", rich_job(m, sessions(2.0, 5, rng), f"n{n}", snr=60.0, fallbacks=["erf_1"], fused=2))
+            for n in range(5)
+        ]
+        for m in models
+    }
+    tonight = {
+        "steady": dict(snr=60.0, fallbacks=["erf_1"], fused=2),
+        "slowed": dict(snr=60.0, fallbacks=["erf_1"], fused=2),
+        "lost_fusion": dict(snr=60.0, fallbacks=["erf_1"], fused=1),
+        "new_fallback": dict(snr=60.0, fallbacks=["erf_1", "erf_2"], fused=2),
+        "snr_drop": dict(snr=40.0, fallbacks=["erf_1"], fused=2),
+    }
+    now = [
+        rich_job(m, sessions(2.3 if m == "slowed" else 2.0, 5, rng), "n5", **kw)  # type: ignore[arg-type]
+        for m, kw in tonight.items()
+    ]
+    previous = [runs[-1][1] for runs in full.values()]
+    kept = {
+        key: [(r, history_point(j)) for r, j in runs[:-1]] + [(runs[-1][0], verdict_view(runs[-1][1]))]
+        for key, runs in full.items()
+    }
+    whole = compare_runs(now, full, RegressionPolicy(), previous=previous)
+    slim = compare_runs(now, kept, RegressionPolicy(), previous=[history_point(j) for j in previous])
+    assert slim.to_dict() == whole.to_dict()
+    verdicts = {j.key[0]: (j.verdict, sorted(f.kind for f in j.findings)) for j in slim.jobs}
+    assert verdicts == {
+        "steady": ("unchanged", []),
+        "slowed": ("regressed", ["latency"]),
+        "lost_fusion": ("regressed", ["placement"]),
+        "new_fallback": ("regressed", ["placement"]),
+        "snr_drop": ("regressed", ["numeric"]),
+    }
+    # a baseline with nothing but its p50s would miss the numeric and placement findings
+    bare = {key: [(r, history_point(j)) for r, j in runs] for key, runs in full.items()}
+    assert compare_runs(now, bare, RegressionPolicy()).to_dict() != whole.to_dict()

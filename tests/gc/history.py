@@ -31,6 +31,8 @@ from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.nightly.run import run_nightly
 from ondevice_farm.nightly.suite import load_suite
 from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
+from ondevice_farm.run_reader import iter_job_summaries
+from ondevice_farm.store import ResultsStore
 from ondevice_farm_agents.base import AgentSettings, DeviceUnit
 from ondevice_farm_agents.registry import agent_class
 from ondevice_farm_agents.repeats import run_repeats
@@ -101,7 +103,7 @@ class Month:
     fleet: HostFleet
     #: run id of each night, oldest first
     nights: list[str] = field(default_factory=list)
-    #: each night's results (`NightlyResult.run`)
+    #: each night's run document with its jobs' summaries as stored
     documents: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -163,9 +165,12 @@ def run_night(month: Month, night: int, nights_ago: float, change_every: int) ->
         cluster=ClusterConfig(),
     )
     _backdate(month.home.root, began, month.fleet.clock.time())
+    # the night's result keeps counts, not jobs: the jobs as the store has them (summaries)
+    with ResultsStore(month.home.store_path) as store:
+        document = {**result.run, "jobs": list(iter_job_summaries(store, result.run["run_id"]))}
     month.nights.append(result.run["run_id"])
-    month.documents.append(result.run)
-    return result.run
+    month.documents.append(document)
+    return document
 
 
 def run_month(month: Month, nights: int = 30, change_every: int = 7) -> None:

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ondevice_farm.errors import FarmError
 from ondevice_farm.metrics.pushgateway import push_run_summary
+from ondevice_farm.run_tally import RunTally
 
 from .conftest import RealRun, binary, free_port, http_get, wait_until_ready
 
@@ -67,7 +68,7 @@ def _run(real_run: RealRun, status: str) -> dict[str, Any]:
 
 def test_a_successful_then_a_failed_nightly(pushgateway: str, real_run: RealRun) -> None:
     job = real_run.job
-    push_run_summary(pushgateway, _run(real_run, "complete"), [job], now=1_000_000.0)
+    push_run_summary(pushgateway, _run(real_run, "complete"), RunTally.of([job]), now=1_000_000.0)
     pushed = _pushed(pushgateway)
     assert pushed[("farm_nightly_reference_checks", (("state", "passed"),))] == 1
     assert pushed[("farm_nightly_reference_checks", (("state", "failed"),))] == 0
@@ -85,7 +86,7 @@ def test_a_successful_then_a_failed_nightly(pushgateway: str, real_run: RealRun)
         "error": "unit lost",
         "error_type": "DeviceLostError",
     }
-    push_run_summary(pushgateway, _run(real_run, "complete"), [failed], now=1_086_400.0)
+    push_run_summary(pushgateway, _run(real_run, "complete"), RunTally.of([failed]), now=1_086_400.0)
     pushed = _pushed(pushgateway)
     assert pushed[("farm_nightly_last_run_timestamp_seconds", ())] == 1_086_400.0
     # the convention: a failed run leaves the last success where it was, for the staleness alert
@@ -97,7 +98,7 @@ def test_a_successful_then_a_failed_nightly(pushgateway: str, real_run: RealRun)
 def test_an_unreachable_pushgateway_is_one_farm_error() -> None:
     port = free_port()  # nothing listens there
     with pytest.raises(FarmError) as raised:
-        push_run_summary(f"http://127.0.0.1:{port}", {"status": "complete"}, [], timeout_s=5)
+        push_run_summary(f"http://127.0.0.1:{port}", {"status": "complete"}, RunTally(), timeout_s=5)
     assert f"127.0.0.1:{port}" in raised.value.message and "--pushgateway" in raised.value.hint
 
 
@@ -114,7 +115,9 @@ def test_a_simulated_job_counts_in_no_reference_state() -> None:
         }  # fmt: skip
 
     registry = summary_registry(
-        {"run_id": "r", "suite": "s"}, [job("simulated", "synthetic"), job("host-cpu", "measured")], 3.0
+        {"run_id": "r", "suite": "s"},
+        RunTally.of([job("simulated", "synthetic"), job("host-cpu", "measured")]),
+        3.0,
     )
     assert registry.get_sample_value("farm_nightly_jobs", {"status": "ok"}) == 2
     assert registry.get_sample_value("farm_nightly_reference_checks", {"state": "failed"}) == 1

@@ -209,11 +209,25 @@ def numeric_findings(
     return findings
 
 
+def fallback_names(job: dict[str, Any]) -> set[str]:
+    """The ops that fell back to the CPU: from a job document, or a nightly's kept view of one
+    (`nightly/verdict_inputs.py`, which keeps the names only)."""
+    if "fallback_op_names" in job:
+        return set(job["fallback_op_names"])
+    return {op["name"] for op in job.get("fallback_ops") or []}
+
+
+def fusion_counts(job: dict[str, Any]) -> dict[str, int]:
+    """Op type -> how many of it the compile fused, from a job document or a kept view."""
+    if "fusion_counts" in job:
+        return dict(job["fusion_counts"])
+    return {f["op_type"]: f.get("after", 0) for f in (job.get("compile") or {}).get("fusions") or []}
+
+
 def placement_findings(baseline: dict[str, Any], new: dict[str, Any]) -> list[Finding]:
     """New CPU fallbacks, and fusions the baseline had that the new run lost."""
     findings: list[Finding] = []
-    before = {op["name"] for op in baseline.get("fallback_ops") or []}
-    after = {op["name"] for op in new.get("fallback_ops") or []}
+    before, after = fallback_names(baseline), fallback_names(new)
     if after - before:
         names = sorted(after - before)
         findings.append(
@@ -224,10 +238,7 @@ def placement_findings(baseline: dict[str, Any], new: dict[str, Any]) -> list[Fi
                 {"new_fallbacks": names},
             )
         )
-    base_fusions = {
-        f["op_type"]: f.get("after", 0) for f in (baseline.get("compile") or {}).get("fusions") or []
-    }
-    new_fusions = {f["op_type"]: f.get("after", 0) for f in (new.get("compile") or {}).get("fusions") or []}
+    base_fusions, new_fusions = fusion_counts(baseline), fusion_counts(new)
     lost = sorted(op for op, count in base_fusions.items() if new_fusions.get(op, 0) < count)
     if lost:
         findings.append(

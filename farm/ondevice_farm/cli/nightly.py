@@ -96,7 +96,7 @@ def nightly(
     if pushgateway:
         from ondevice_farm.metrics.pushgateway import push_run_summary
 
-        push_run_summary(pushgateway, result.run, result.run["jobs"])
+        push_run_summary(pushgateway, result.run, result.tally)
     if html_path is not None:
         from ondevice_farm.nightly.html import render_nightly
 
@@ -113,10 +113,9 @@ def write_nightly_json(store: RunReader, result: NightlyResult, out: TextIO) -> 
     comparison."""
     from ondevice_farm.run_reader import iter_whole_jobs
 
-    header = {k: v for k, v in result.run.items() if k != "jobs"}
-    opening = json.dumps({**header, "jobs": []}, default=json_default)
+    opening = json.dumps({**result.run, "jobs": []}, default=json_default)
     out.write(opening[: -len("[]}")] + "[")
-    for index, job in enumerate(iter_whole_jobs(store, str(header["run_id"]))):
+    for index, job in enumerate(iter_whole_jobs(store, str(result.run["run_id"]))):
         out.write(("," if index else "") + json.dumps(job, default=json_default))
     comparison = json.dumps({"comparison": result.comparison.to_dict()}, default=json_default)
     out.write("]," + comparison[1:] + "\n")

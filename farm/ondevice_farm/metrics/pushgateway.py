@@ -19,29 +19,18 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
 
-from ondevice_farm.analysis.reference_state import FAILED, NOT_COMPARED, PASSED, reference_state
 from ondevice_farm.errors import FarmError
+from ondevice_farm.run_tally import RunTally
 
 PUSH_JOB = "farm_nightly"
 DEFAULT_SUITE = "default"
 DEFAULT_PUSH_TIMEOUT_S = 10.0
-REFERENCE_STATES = (PASSED, FAILED, NOT_COMPARED)
 
 
-def _times(jobs: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(j[key]) for j in jobs if isinstance(j.get(key), int | float)]
-
-
-def summary_registry(
-    run_document: dict[str, Any], jobs: list[dict[str, Any]], now: float
-) -> CollectorRegistry:
+def summary_registry(run_document: dict[str, Any], tally: RunTally, now: float) -> CollectorRegistry:
     """The metrics one run pushes, on a registry of their own."""
     registry = CollectorRegistry()
-    statuses: dict[str, int] = {"ok": 0, "failed": 0}
-    for job in jobs:
-        status = str(job.get("status", "failed"))
-        statuses[status] = statuses.get(status, 0) + 1
-    succeeded = run_document.get("status") == "complete" and statuses.get("failed", 0) == 0
+    succeeded = run_document.get("status") == "complete" and tally.statuses.get("failed", 0) == 0
 
     Gauge(
         "farm_nightly_last_run_timestamp_seconds", "Unix time the last nightly run ended.", registry=registry
@@ -52,17 +41,15 @@ def summary_registry(
             "Unix time the last nightly run with every job ok ended.",
             registry=registry,
         ).set(now)
-    starts = _times(jobs, "queued_at")
-    ends = _times(jobs, "finished_at")
-    if starts and ends:
+    if tally.wall_s is not None:
         duration = Gauge(
             "farm_nightly_duration_seconds", "Wall time of the last nightly run.", registry=registry
         )
-        duration.set(max(ends) - min(starts))
+        duration.set(tally.wall_s)
     counts = Gauge(
         "farm_nightly_jobs", "Jobs of the last nightly run by outcome.", ["status"], registry=registry
     )
-    for status, count in sorted(statuses.items()):
+    for status, count in sorted(tally.statuses.items()):
         counts.labels(status).set(count)
 
     checks = Gauge(
@@ -71,15 +58,7 @@ def summary_registry(
         ["state"],
         registry=registry,
     )
-    by_state = dict.fromkeys(REFERENCE_STATES, 0)
-    for job in jobs:
-        # a simulated unit's outputs are synthetic: its check says nothing of real numerics, and
-        # no reference alert may count it
-        synthetic = (job.get("provenance") or {}).get("latency") == "synthetic"
-        if job.get("status") == "ok" and not synthetic:
-            state = reference_state(job).state
-            by_state[state] = by_state.get(state, 0) + 1
-    for state, count in by_state.items():
+    for state, count in tally.reference_states.items():
         checks.labels(state).set(count)
     return registry
 
@@ -87,14 +66,14 @@ def summary_registry(
 def push_run_summary(
     url: str,
     run_document: dict[str, Any],
-    jobs: list[dict[str, Any]],
+    tally: RunTally,
     *,
     timeout_s: float = DEFAULT_PUSH_TIMEOUT_S,
     now: float | None = None,
 ) -> None:
     """Push the summary of a finished run to the Pushgateway at `url` (group job=farm_nightly, suite)."""
     suite = str(run_document.get("suite") or DEFAULT_SUITE)
-    registry = summary_registry(run_document, jobs, time.time() if now is None else now)
+    registry = summary_registry(run_document, tally, time.time() if now is None else now)
     try:
         pushadd_to_gateway(
             url, job=PUSH_JOB, registry=registry, grouping_key={"suite": suite}, timeout=timeout_s

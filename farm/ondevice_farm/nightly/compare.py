@@ -9,6 +9,7 @@ not each job, holds the false-alarm rate. The within-run sample test is kept as 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,7 +298,7 @@ def _latency_finding(
 
 
 def compare_runs(
-    new: list[dict[str, Any]],
+    new: Iterable[dict[str, Any]],
     series: dict[Key, Series],
     policy: RegressionPolicy,
     *,
@@ -305,27 +306,30 @@ def compare_runs(
     pinned_run: str | None = None,
     pinned_jobs: list[dict[str, Any]] | None = None,
 ) -> Comparison:
-    """`series`: per job, its earlier successful runs, oldest first (its baseline last);
-    `previous`: the suite's last run, whose jobs missing now are `missing`; `pinned_run`/
-    `pinned_jobs`: a baseline run asked for, used for every job instead of its last success."""
-    after = {job_key(j): j for j in new}
+    """`new`: this run's jobs, each compared as it comes and not kept (a stream of the store's
+    pages is fine); `series`: per job, its earlier successful runs, oldest first (its baseline
+    last); `previous`: the suite's last run, whose jobs missing now are `missing`; `pinned_run`/
+    `pinned_jobs`: a baseline run asked for, used for every job instead of its last success.
+    Two jobs of one key: the later one is compared."""
     before = {job_key(j): j for j in previous or []}
     pinned = {job_key(j): j for j in pinned_jobs or []}
-    jobs: list[JobComparison] = []
-    for key in sorted(set(after) | {k for k, j in before.items() if j["status"] == "ok"}):
-        now = after.get(key)
-        if now is None:
-            jobs.append(JobComparison(key, "missing", reason="in the last run, absent now"))
-        elif now["status"] != "ok":
+    entries: dict[Key, JobComparison] = {}
+    for now in new:
+        key = job_key(now)
+        if now["status"] != "ok":
             pinned_ok = pinned.get(key, {}).get("status") == "ok"
             had = bool(series.get(key)) if pinned_run is None else pinned_ok
             reason = f"this run's job failed: {now.get('error')}"
-            jobs.append(JobComparison(key, "failed" if had else "new", reason=reason))
+            entries[key] = JobComparison(key, "failed" if had else "new", reason=reason)
         else:
             pin = None if pinned_run is None else (pinned_run, pinned.get(key))
             entry = _compare_one(key, now, series.get(key, []), pin, policy)
             entry.p50 = (now.get("latency_ms") or {}).get("p50")
-            jobs.append(entry)
+            entries[key] = entry
+    for key, job in before.items():
+        if key not in entries and job["status"] == "ok":
+            entries[key] = JobComparison(key, "missing", reason="in the last run, absent now")
+    jobs = [entries[key] for key in sorted(entries)]
     _judge(jobs, policy)
     baseline_run = pinned_run or (previous[0]["run_id"] if previous else None)
     return Comparison(baseline_run, jobs, policy)

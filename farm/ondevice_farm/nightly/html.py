@@ -65,13 +65,13 @@ def render_nightly(run: dict[str, Any], comparison: Comparison) -> str:
         why = "<br>".join(_e(n) for n in notes(entry))
         rows.append(f'<tr class="{css}">{cells}<td class="why">{why}</td></tr>')
     policy = comparison.policy
-    ok = sum(1 for j in run["jobs"] if j["status"] == "ok")
+    counts = run["job_counts"]
     head = "".join(f"<th>{_e(h)}</th>" for h in HEADERS)
     title = f"farm nightly {run['suite']}: run {run['run_id']}"
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
         f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>"
-        f"<p>{_e(run['status'])}, {ok}/{len(run['jobs'])} jobs ok; "
+        f"<p>{_e(run['status'])}, {counts['ok']}/{counts['total']} jobs ok; "
         f"{len(comparison.regressions)} regression(s); "
         f"previous run {_e(comparison.baseline_run or 'none (first run)')}; each job is compared with the "
         "last run in which it succeeded.</p>"

@@ -125,9 +125,9 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
 def print_summary(result: NightlyResult, console: Console | None = None) -> None:
     console = console or Console()
     run, comparison = result.run, result.comparison
-    ok = sum(1 for j in run["jobs"] if j["status"] == "ok")
     baseline = comparison.baseline_run or "none (first run)"
-    header = f"nightly {run['suite']} run {run['run_id']}: {run['status']}, {ok}/{len(run['jobs'])} jobs ok"
+    tally = result.tally
+    header = f"nightly {run['suite']} run {run['run_id']}: {run['status']}, {tally.ok}/{tally.total} jobs ok"
     console.print(escape(header), highlight=False)
     console.print(escape(f"previous run {baseline}; each job against its last success"), highlight=False)
     print_comparison(comparison, console)

@@ -8,7 +8,7 @@ The baselines' durations also order this run's queue longest first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -35,19 +35,23 @@ from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from ondevice_farm.nightly.paired import attach_baselines
 from ondevice_farm.nightly.suite import Suite
+from ondevice_farm.nightly.verdict_inputs import history_point, verdict_view
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.run_reader import RunReader, iter_job_summaries
+from ondevice_farm.run_tally import RunTally
 from ondevice_farm.store import StoreLocation, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 
 
 @dataclass
 class NightlyResult:
-    #: the run's document; its "jobs" are tonight's job summaries (no op tables or traces: those
-    #: stay in the store, read one job at a time by what shows them)
+    #: the run's document without its jobs (its `job_counts`: how many, how many ok, by status):
+    #: they stay in the store, read one at a time by what shows them (`StoreReader`)
     run: dict[str, Any]
     comparison: Comparison
+    #: tonight in counts: what the headline and the Pushgateway summary say
+    tally: RunTally
 
 
 #: called with the run's store still open and the result, before the store is let go: what reads
@@ -105,20 +109,36 @@ def load_history(store: RunStore, suite: str, wanted: str | None) -> History:
     pinned_run = store.resolve_run_id(wanted) if wanted is not None else None
     if pinned_run is not None:
         finished = finished[finished.index(pinned_run) + 1 :] if pinned_run in finished else finished
-    # job summaries, a page at a time: the verdicts read session p50s, pooled samples, the
-    # reference check, fallbacks, fusions, the artifact and duration, all kept in the summary
+    # job summaries, a page at a time (the verdicts' inputs are all in the summary); kept of each
+    # job: its baseline as its verdicts read it, older nights as session p50s
+    # (nightly/verdict_inputs.py). Kept whole, ~40 kB a parsed summary would make ten nights of a
+    # 30,000-job suite 12 GB.
     series: dict[Key, Series] = {}
     previous: list[dict[str, Any]] = []
     for run_id in reversed(finished):  # oldest first
-        jobs = list(iter_job_summaries(store, run_id))
-        for job in jobs:
-            if job["status"] == "ok":
-                runs = series.setdefault(job_key(job), [])
-                runs.append((run_id, job))
-                del runs[:-HISTORY_RUNS]
-        previous = jobs
-    pinned_jobs = list(iter_job_summaries(store, pinned_run)) if pinned_run is not None else None
+        previous = []
+        for job in iter_job_summaries(store, run_id):
+            if job["status"] != "ok":
+                previous.append(history_point(job))
+                continue
+            view = verdict_view(job)
+            previous.append(view)
+            runs = series.setdefault(job_key(job), [])
+            if runs:  # no longer the baseline
+                runs[-1] = (runs[-1][0], history_point(runs[-1][1]))
+            runs.append((run_id, view))
+            del runs[:-HISTORY_RUNS]
+    pinned_jobs = None
+    if pinned_run is not None:
+        pinned_jobs = [verdict_view(job) for job in iter_job_summaries(store, pinned_run)]
     return History(series, previous if pinned_run is None else pinned_jobs or [], pinned_run, pinned_jobs)
+
+
+def tallied(jobs: Iterable[dict[str, Any]], tally: RunTally) -> Iterator[dict[str, Any]]:
+    """The jobs as they come, each counted on its way past."""
+    for job in jobs:
+        tally.add(job)
+        yield job
 
 
 def run_nightly(
@@ -188,18 +208,19 @@ def run_nightly(
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
                 run_planned(planned, client, recorder, progress)
             # the fleet wrote each job as it finished: tonight is compared from its job summaries,
-            # read a page at a time (the verdicts' inputs are all in the summary, docs/results.md)
-            jobs = list(iter_job_summaries(store, run_id))
-            document.update(status=recorder.status, jobs=jobs)
+            # read a page at a time and let go (the verdicts' inputs are all in the summary,
+            # docs/results.md); what is kept of tonight is the comparison and a tally
+            tally = RunTally()
             comparison = compare_runs(
-                jobs,
+                tallied(iter_job_summaries(store, run_id), tally),
                 history.series,
                 suite.policy,
                 previous=history.previous,
                 pinned_run=history.pinned_run,
                 pinned_jobs=history.pinned_jobs,
             )
-            result = NightlyResult(run=document, comparison=comparison)
+            document.update(status=recorder.status, job_counts=tally.counts())
+            result = NightlyResult(run=document, comparison=comparison, tally=tally)
             if read_stored is not None:
                 read_stored(store, result)
     return result
