@@ -183,12 +183,16 @@ def plan_model(
     )
     tolerances: dict[str, Tolerance] = {}
     shipped: dict[str, Any] = {}
+    # one of each per model and artifact, shared by its jobs (a night's plan is 30,000 jobs): what
+    # a unit is asked to do is frozen, and nothing writes into a base's model
+    requests: dict[str, RunRequest] = {}
+    model_names = {"name": prepared.info.name, "sha256": prepared.info.sha256}
     for selector, target in prepared.plan:
         job_id = new_job_id(run_id)
         base: dict[str, Any] = {
             "job_id": job_id,
             "run_id": run_id,
-            "model": {"name": prepared.info.name, "sha256": prepared.info.sha256},
+            "model": model_names,
             "device": selector.profile,
             "unit": selector.serial,
             "target": target.name,
@@ -207,12 +211,13 @@ def plan_model(
             shipped[artifact.sha256] = client.ship(artifact.path, artifact.sha256)
         if artifact.sha256 not in tolerances:
             tolerances[artifact.sha256] = job_tolerance(request, artifact)
+            requests[artifact.sha256] = run_request(request, prepared, artifact)
         planned.contexts[job_id] = JobContext(base, artifact, tolerances[artifact.sha256], model)
         planned.specs.append(
             JobSpec(
                 job_id=job_id,
                 selector=selector,
-                request=run_request(request, prepared, artifact),
+                request=requests[artifact.sha256],
                 artifact_blob=shipped[artifact.sha256],
                 expected_s=expected_s(base) if expected_s is not None else None,
                 max_attempts=request.max_attempts,
