@@ -1,6 +1,7 @@
 """Months of history for benchmarks/lab_scale.py: the lab's stored nightlies copied in SQL, older.
 
-Each copy k (1..K) of every run of the given suites gets new ids (`<id>~h<k>`) and is dated
+Each copy k (1..K) of every run of the given suites gets new ids (`<run>~h<k>`, its jobs
+`<run>~h<k>-<hex>~h<k>`) and is dated
 k * days / K days earlier (runs' created/finished, jobs' started/finished, in their columns and
 summary documents). The first `parts_copies` copies take each job's bulky parts with them, the rest
 are summary rows only: a 200-op job's parts are ~90 kB, so a million jobs with all their parts
@@ -15,6 +16,7 @@ so `series_latest` stands.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -33,12 +35,20 @@ def _columns(db: Any, table: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _dated(document: str, fields: dict[str, str]) -> str:
-    """SQL for `document` (text JSON) with each field set to its SQL expression, where present."""
-    expression = f"{document}::jsonb"
-    for key, value in fields.items():
-        expression = f"jsonb_set({expression}, '{{{key}}}', to_jsonb({value}), false)"
-    return f"({expression})::text"
+def _renamed(column: str, mark: str) -> str:
+    """A job id or document of a copy, in text (`j`: the original job's row): its run id marked
+    wherever it is, then the job id so changed marked too (a job id starts with its run's id, so
+    the copy's job id is `<run>~hK-<hex>~hK`)."""
+    moved = f"replace(j.job_id, j.run_id, j.run_id || {mark})"
+    return f"replace(replace({column}, j.run_id, j.run_id || {mark}), {moved}, {moved} || {mark})"
+
+
+def _redated(document: str, field: str, shift: str) -> str:
+    """The document's first `"field": <number>` shifted: the top-level one, which a job document
+    has before its attempts' (controller/job_writer.py puts the times right after the job's ids)."""
+    key = f'\'"{field}": '
+    shifted = f"regexp_replace({document}, {key}[-+0-9.eE]+', {key}' || (j.{field} - {shift})::text)"
+    return f"(CASE WHEN j.{field} IS NULL THEN {document} ELSE {shifted} END)"
 
 
 def copy_history(
@@ -63,20 +73,15 @@ def copy_history(
             "created_at": f"created_at - {shift}",
             "finished_at": f"finished_at - {shift}",
         }
+        # text functions, not jsonb: parsing and writing back each ~11 kB summary held the copy
+        # at ~30,000 rows a minute (a million rows: over half an hour)
+        document = _redated(_redated(_renamed("j.document", mark), "started_at", shift), "finished_at", shift)
         job_values = {
-            "job_id": f"j.job_id || {mark}",
+            "job_id": _renamed("j.job_id", mark),
             "run_id": f"j.run_id || {mark}",
             "started_at": f"j.started_at - {shift}",
             "finished_at": f"j.finished_at - {shift}",
-            "document": _dated(
-                "j.document",
-                {
-                    "job_id": f"j.job_id || {mark}",
-                    "run_id": f"j.run_id || {mark}",
-                    "started_at": f"j.started_at - {shift}",
-                    "finished_at": f"j.finished_at - {shift}",
-                },
-            ),
+            "document": document,
         }
         originals = f"SELECT run_id FROM runs WHERE suite = ANY(%s) AND run_id NOT LIKE '%%{COPY_MARK}%%'"
         with db.transaction():
@@ -96,12 +101,29 @@ def copy_history(
                 continue
             db.execute(
                 "INSERT INTO job_parts (job_id, part, document)"
-                f" SELECT p.job_id || {mark}, p.part, p.document"
+                f" SELECT {_renamed('p.job_id', mark)}, p.part, p.document"
                 f" FROM job_parts p JOIN jobs j ON j.job_id = p.job_id WHERE j.run_id IN ({originals})",
                 (suites,),
             )
+        if k == 1:
+            _check_copy(db, f"{COPY_MARK}1")
     _recount(db)
     return copies, time.perf_counter() - began
+
+
+def _check_copy(db: Any, mark: str) -> None:
+    """A few jobs of a copy: each document names the copy's own ids and times, as its columns do."""
+    rows = db.execute(
+        "SELECT job_id, run_id, started_at, finished_at, document FROM jobs WHERE run_id LIKE %s LIMIT 20",
+        (f"%{mark}",),
+    ).fetchall()
+    for job_id, run_id, started_at, finished_at, text in rows:
+        document = json.loads(text)
+        named = (document["job_id"], document["run_id"], document.get("started_at"), document["finished_at"])
+        if named != (job_id, run_id, started_at, finished_at):
+            raise RuntimeError(f"a copied job's document disagrees with its row: {named} != {job_id, run_id}")
+    if not rows:
+        raise RuntimeError(f"no job of the copy {mark} found")
 
 
 def _recount(db: Any) -> None:

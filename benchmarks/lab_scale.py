@@ -317,6 +317,13 @@ def history(lab: Lab, db: Any, runs: list[dict[str, Any]], args: argparse.Namesp
     return figures
 
 
+def keep_partial(args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """What is measured survives a later step's failure: one JSON line per step, beside --json."""
+    if args.json:
+        with args.json.with_suffix(".partial.jsonl").open("a") as out:
+            out.write(json.dumps(figures, default=str) + "\n")
+
+
 def measure(args: argparse.Namespace, store: str, root: Path) -> dict[str, Any]:
     import psycopg
 
@@ -336,10 +343,7 @@ def measure(args: argparse.Namespace, store: str, root: Path) -> dict[str, Any]:
                 result["sizes"].append(run)
                 print(f"nightly of {jobs} jobs: {run['nightly_wall_s']:.0f} s,"
                       f" {run['jobs_per_s']:.2f} jobs/s, load {load()}", flush=True)  # fmt: skip
-                if args.json:  # what is measured survives a later step's failure
-                    partial = {k: v for k, v in run.items() if k != "rss_samples"}
-                    with args.json.with_suffix(".partial.jsonl").open("a") as out:
-                        out.write(json.dumps(partial, default=str) + "\n")
+                keep_partial(args, {k: v for k, v in run.items() if k != "rss_samples"})
             largest = result["sizes"][-1]["run_id"]
             result["reading"] = {}
             html = root / "report.html"
@@ -352,8 +356,10 @@ def measure(args: argparse.Namespace, store: str, root: Path) -> dict[str, Any]:
                     [FARM, "--debug", "--home", str(lab.home), *command, "--address", lab.api_url]
                 )
             result["series_budget"] = series_budget(scrape(lab.metrics_url)[1])
+            keep_partial(args, {"reading": result["reading"], "series_budget": result["series_budget"]})
             if args.history > 0:
                 result["history"] = history(lab, db, result["sizes"], args)
+                keep_partial(args, {"history": result["history"]})
         result["rss"] = rss_table(result["sizes"])
     finally:
         cluster.stop()
