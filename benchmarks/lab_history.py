@@ -45,10 +45,13 @@ def _renamed(column: str, mark: str) -> str:
 
 def _redated(document: str, field: str, shift: str) -> str:
     """The document's first `"field": <number>` shifted: the top-level one, which a job document
-    has before its attempts' (controller/job_writer.py puts the times right after the job's ids)."""
+    has before its attempts' (controller/job_writer.py puts the times right after the job's ids).
+    A job without the time has `null` there, which the pattern does not match (the coalesce only
+    keeps the replacement from being NULL, which would make the whole document NULL)."""
     key = f'\'"{field}": '
-    shifted = f"regexp_replace({document}, {key}[-+0-9.eE]+', {key}' || (j.{field} - {shift})::text)"
-    return f"(CASE WHEN j.{field} IS NULL THEN {document} ELSE {shifted} END)"
+    return (
+        f"regexp_replace({document}, {key}[-+0-9.eE]+', {key}' || coalesce((j.{field} - {shift})::text, ''))"
+    )
 
 
 def copy_history(

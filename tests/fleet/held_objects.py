@@ -15,7 +15,8 @@ def is_document(o: object) -> bool:
 
 def is_job(o: object) -> bool:
     """A job as the store gives it or the nightly keeps it: a whole document, a store summary, a
-    kept view of one (a `JobSummary`'s fields, a submitter's bounded few in passing, name no model)."""
+    kept view of one. Not a `JobSummary`'s fields or a progress line (the few of a poll in passing):
+    those name no model."""
     return type(o) is dict and "job_id" in o and "status" in o and "model" in o
 
 

@@ -50,20 +50,23 @@ def _latency(job: dict[str, Any], samples: bool) -> dict[str, Any]:
     return kept
 
 
-def history_point(job: dict[str, Any]) -> dict[str, Any]:
-    """A job of an older night (or of the suite's last run): identity, status, session p50s."""
+def _point(job: dict[str, Any], samples: bool) -> dict[str, Any]:
     point = {k: job[k] for k in IDENTITY if k in job}
     point["model"] = {"name": (job.get("model") or {}).get("name")}
-    point["latency_ms"] = _latency(job, samples=False)
+    point["latency_ms"] = _latency(job, samples)
     return point
+
+
+def history_point(job: dict[str, Any]) -> dict[str, Any]:
+    """A job of an older night (or of the suite's last run): identity, status, session p50s."""
+    return _point(job, samples=False)
 
 
 def verdict_view(job: dict[str, Any]) -> dict[str, Any]:
     """A job as its baseline: the history point, and what the numeric and placement findings and
     the diagnostic compare (`analysis/regression.py` reads `fallback_op_names` and
     `fusion_counts` where a view has them instead of `fallback_ops` and `compile.fusions`)."""
-    view = history_point(job)
-    view["latency_ms"] = _latency(job, samples=True)
+    view = _point(job, samples=True)
     reference = job.get("reference")
     if isinstance(reference, dict):
         view["reference"] = {
