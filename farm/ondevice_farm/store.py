@@ -96,6 +96,24 @@ class RunRow:
     document: dict[str, Any]
 
 
+def job_row_document(row: Any) -> dict[str, Any]:
+    """A `run_job_rows` row under the job document's own keys."""
+    job_id, finished_at, model_name, target, requested, device, status, error, p50 = row
+    document: dict[str, Any] = {
+        "job_id": job_id,
+        "finished_at": finished_at,
+        "model": {"name": model_name},
+        "target": target,
+        "requested": requested,
+        "device": device,
+        "status": status,
+        "error": error,
+    }
+    if p50 is not None:
+        document["latency_ms"] = {"p50": float(p50)}
+    return document
+
+
 class ResultsStore:
     def __init__(self, path: StoreLocation, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         #: for messages: the file, or the URL without its password
@@ -271,6 +289,25 @@ class ResultsStore:
         args.append(int(limit))
         rows = self._db.execute(query + " ORDER BY finished_at, job_id LIMIT ?", args).fetchall()
         return [json.loads(r[0]) for r in rows]
+
+    def run_job_rows(
+        self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
+    ) -> list[dict[str, Any]]:
+        """One page of the run's jobs as their columns only, in run_job_summaries' order, under a
+        job document's keys (`job_id`, `finished_at`, `model.name`, `target`, `requested`,
+        `device`, `status`, `error`, `latency_ms.p50`): what a run's per-(model, target) table
+        reads, with no document parsed (a summary is ~40 kB once parsed at 200 ops)."""
+        query = (
+            "SELECT job_id, finished_at, model_name, target, requested, device, status, error, latency_p50_ms"
+            " FROM jobs WHERE run_id=?"
+        )
+        args: list[Any] = [run_id]
+        if after is not None:
+            query += " AND (finished_at, job_id) > (?, ?)"
+            args += [float(after[0]), str(after[1])]
+        args.append(int(limit))
+        rows = self._db.execute(query + " ORDER BY finished_at, job_id LIMIT ?", args).fetchall()
+        return [job_row_document(row) for row in rows]
 
     def iter_run_job_summaries(self, run_id: str, page: int = DEFAULT_PAGE_JOBS) -> Iterator[dict[str, Any]]:
         """Every job summary of the run, in run_job_summaries' order, read `page` at a time: the

@@ -145,3 +145,25 @@ def test_concurrent_first_opens_migrate_once(location: StoreLocation) -> None:
     with ResultsStore(location) as store:
         assert store.schema_version == len(MIGRATIONS)
         assert len(store.runs(limit=100)) == 8
+
+
+def test_a_runs_job_rows_page_as_its_summaries_do_on_both_backends(location: StoreLocation) -> None:
+    run_id = "20260103-000000-cccccc"
+    with ResultsStore(location) as store:
+        store.start_run(run_id, "nightly", {"model": {"name": "m"}})
+        for index in range(5):
+            job = _job(run_id, f"j{index}", "failed" if index == 3 else "ok", finished_at=10.0 + index % 2)
+            job["requested"] = f"host-cpu:u{index}"
+            if index == 3:
+                job["error"], job["latency_ms"] = "the unit disconnected", {}
+            store.add_job(run_id, job)
+        first = store.run_job_rows(run_id, limit=3)
+        rest = store.run_job_rows(run_id, after=(first[-1]["finished_at"], first[-1]["job_id"]), limit=3)
+        summaries = store.run_job_summaries(run_id, limit=10)
+    rows = first + rest
+    assert [r["job_id"] for r in rows] == [s["job_id"] for s in summaries] and len(rows) == 5
+    keys = ("job_id", "finished_at", "target", "requested", "device", "status")
+    for row, summary in zip(rows, summaries, strict=True):
+        assert {k: row[k] for k in keys} == {k: summary[k] for k in keys}
+        assert row["model"] == {"name": summary["model"]["name"]} and row["error"] == summary.get("error")
+        assert row.get("latency_ms") == ({"p50": 1.0} if summary["status"] == "ok" else None)

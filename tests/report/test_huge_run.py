@@ -22,7 +22,13 @@ from ondevice_farm.cli.main import cli
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.results import ForwardedStore
 from ondevice_farm.reports.web import reports_app
-from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS, DEFAULT_PAGE_JOBS, load_run
+from ondevice_farm.run_reader import (
+    DEFAULT_DETAIL_JOBS,
+    DEFAULT_PAGE_JOBS,
+    GroupTable,
+    iter_job_summaries,
+    load_run,
+)
 from ondevice_farm.store import ResultsStore, new_run_id
 
 HOST_RUN = Path(__file__).parent / "fixtures" / "host" / "tinynet_busy_host.json"
@@ -195,5 +201,18 @@ def test_a_forwarded_store_pages_a_call_at_a_time(homes: dict[int, tuple[Path, s
         ]
         assert "ops" in document["jobs"][0] and "trace_events" not in document["jobs"][0]
     pages = -(-LARGE // DEFAULT_PAGE_JOBS) + (LARGE % DEFAULT_PAGE_JOBS == 0)
-    assert forwarded.calls.count("run_job_summaries") == pages and forwarded.calls.count("job") == 2
-    assert "jobs" not in forwarded.calls
+    assert forwarded.calls.count("run_job_rows") == pages and forwarded.calls.count("job") == 2
+    # the per-(model, target) table is built from columns: no summary document crosses for it
+    assert "jobs" not in forwarded.calls and "run_job_summaries" not in forwarded.calls
+
+
+def test_the_group_table_from_columns_is_the_one_from_summaries(homes: dict[int, tuple[Path, str]]) -> None:
+    home, run_id = homes[SMALL]
+    with ResultsStore(FarmHome(home).store_path) as store:
+        tables = []
+        for columns_only in (False, True):
+            groups = GroupTable()
+            for job in iter_job_summaries(store, run_id, columns_only=columns_only):
+                groups.add(job)
+            tables.append(groups.rows())
+    assert tables[0] == tables[1] and tables[0] and all(row["jobs"] for row in tables[0])

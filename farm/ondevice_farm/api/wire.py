@@ -39,7 +39,9 @@ SUBMISSIONS_PATH = "/v1/submissions"
 #: `POST` {"method", "args", "kwargs"}: one read of the controller's results store
 STORE_PATH = "/v1/store"
 #: what a submitter may read through the API: the store methods `farm runs/show/report` use
-STORE_READS = frozenset({"runs", "run", "resolve_run_id", "jobs", "job_counts", "run_job_summaries", "job"})
+STORE_READS = frozenset(
+    {"runs", "run", "resolve_run_id", "jobs", "job_counts", "run_job_summaries", "run_job_rows", "job"}
+)
 #: where `farm serve` takes submissions unless told otherwise (its /metrics default is 9477)
 DEFAULT_API_HOST = "127.0.0.1"
 DEFAULT_API_PORT = 9478

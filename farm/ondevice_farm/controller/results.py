@@ -33,6 +33,7 @@ REMOTE_METHODS = frozenset(
         "jobs",
         "job_counts",
         "run_job_summaries",
+        "run_job_rows",
         "job",
     }
 )
@@ -55,6 +56,9 @@ class RunStore(Protocol):
     def jobs(self, run_id: str) -> list[dict[str, Any]]: ...
     def job_counts(self, run_id: str) -> dict[str, int]: ...
     def run_job_summaries(
+        self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
+    ) -> list[dict[str, Any]]: ...
+    def run_job_rows(
         self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
     ) -> list[dict[str, Any]]: ...
     def job(self, job_id: str, *, parts: tuple[str, ...] | None = None) -> dict[str, Any]: ...
@@ -144,6 +148,15 @@ class ForwardedStore(ABC):
         """One page of the run's job summaries: one call, so a large run comes back a page a call."""
         cursor = None if after is None else [float(after[0]), str(after[1])]
         result: list[dict[str, Any]] = self._call("run_job_summaries", run_id, after=cursor, limit=limit)
+        return result
+
+    def run_job_rows(
+        self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
+    ) -> list[dict[str, Any]]:
+        """One page of the run's jobs as their columns (`ResultsStore.run_job_rows`): no document
+        is parsed, pickled or encoded on the way, so a page of a 30,000-job run is cheap."""
+        cursor = None if after is None else [float(after[0]), str(after[1])]
+        result: list[dict[str, Any]] = self._call("run_job_rows", run_id, after=cursor, limit=limit)
         return result
 
     def job(self, job_id: str, *, parts: tuple[str, ...] | None = None) -> dict[str, Any]:
