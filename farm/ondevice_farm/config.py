@@ -20,6 +20,9 @@ DEFAULT_SEED = 0
 DEFAULT_MAX_ATTEMPTS = 3
 #: how long a job may wait while no unit of its profile is up, before it fails
 DEFAULT_PLACEMENT_DEADLINE_S = 600.0
+#: how long a job pinned to one unit waits while that unit is down (its node died, its actor
+#: died, its agent no longer lists it) before it fails with the unit's reason
+DEFAULT_UNIT_DOWN_DEADLINE_S = 45.0
 #: a sustained run reports latency percentiles and telemetry per window of this length
 DEFAULT_SUSTAINED_WINDOW_S = 5.0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,8 @@ class Lab:
     home: Path
     nodes: dict[str, Node]
     probe: subprocess.Popen[str]
+    #: each node's `farm agent` process
+    agents: dict[str, subprocess.Popen[bytes]]
 
     def units(self) -> list[dict[str, Any]]:
         return probe_units(self.probe)
@@ -84,14 +87,16 @@ def lab() -> Iterator[Lab]:
         cluster.wait_nodes(len(NODES))
         home = cluster.root / "home"
         start_serve(cluster, home)
-        for name, ip in NODES:
-            cluster.spawn(
+        agents = {
+            name: cluster.spawn(
                 f"agent-{name}",
                 [str(VENV_BIN / "farm"), "agent", "--address", cluster.address, "--node-ip", ip],
                 env=lab_env(cluster.root, name),
             )
+            for name, ip in NODES
+        }
         probe = start_probe(cluster)
-        state = Lab(cluster, home, nodes, probe)
+        state = Lab(cluster, home, nodes, probe, agents)
         expected = len(NODES) * (1 + UNITS_PER_NODE)
         wait_for(lambda: sum(1 for u in state.units() if u["up"]) == expected, 120, f"{expected} units up")
         yield state
@@ -99,15 +104,20 @@ def lab() -> Iterator[Lab]:
         cluster.stop()
 
 
-def device_actor_processes(node: Node) -> int:
-    count = 0
+def device_actor_pids(node: Node) -> list[int]:
+    pids = []
     for child in psutil.Process(node.process.pid).children(recursive=True):
         try:
             title = " ".join(child.cmdline())
         except psutil.NoSuchProcess:
             continue
-        count += title.startswith(ACTOR_TITLE)
-    return count
+        if title.startswith(ACTOR_TITLE):
+            pids.append(child.pid)
+    return pids
+
+
+def device_actor_processes(node: Node) -> int:
+    return len(device_actor_pids(node))
 
 
 def test_a_nodes_simulated_units_share_one_actor_process(lab: Lab) -> None:
@@ -279,3 +289,85 @@ def test_a_2000_job_nightly_is_stored_whole_and_held_nowhere_whole(lab: Lab, tmp
     fleet = lab.held()
     assert 1 <= fleet["peak_results"] <= len(NODES) * (1 + UNITS_PER_NODE) + fleet["max_in_flight"], fleet
     assert fleet["peak_results"] < jobs // 10, fleet
+
+
+def write_every_unit_suite(path: Path, model: Path) -> Path:
+    lines = [
+        "name: every-unit",
+        "devices: ['simulated:*']",
+        "targets: [ort/xnnpack]",
+        "runs: 100",
+        "warmup: 0",
+        "repeats: 1",
+        "allow_simulated: true",
+        "models:",
+        f"  - path: {model}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def night_on_every_unit(lab: Lab, tmp_path: Path, timeout_s: float) -> tuple[int, list[dict[str, Any]]]:
+    """`farm nightly` over `simulated:*`: its exit code and every job it stored."""
+    suite = write_every_unit_suite(tmp_path / "every.yaml", write_model(tmp_path / "every.onnx"))
+    done = lab.farm("nightly", str(suite), "--address", lab.cluster.address, "--json", timeout_s=timeout_s)
+    assert done.stdout, done.stderr[-3000:]
+    run_id = json.loads(done.stdout)["run_id"]
+    shown = lab.farm("show", run_id, "--json", "--jobs", "1000", "--address", lab.cluster.address)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    return done.returncode, json.loads(shown.stdout)["jobs"]
+
+
+def simulated_units(lab: Lab) -> set[str]:
+    return {u["name"].split(":", 1)[1] for u in lab.units() if u["name"].startswith("simulated:")}
+
+
+def test_a_night_on_every_unit_outlives_the_death_of_a_nodes_unit_actors(lab: Lab, tmp_path: Path) -> None:
+    """`simulated:*` is a job pinned to each unit up; n2's DeviceActor processes are killed just
+    before: each of its units fails at most one attempt (the fleet keeps a dead actor's unit down
+    however often the agent lists it; the agent starts a new actor) and every job runs once."""
+    units = simulated_units(lab)
+    assert len(units) == len(NODES) * UNITS_PER_NODE
+    node = lab.nodes["n2"]
+    killed = device_actor_pids(node)
+    assert len(killed) == 2  # the host unit's actor and the simulated units' shared one
+    for pid in killed:
+        psutil.Process(pid).kill()
+    code, jobs = night_on_every_unit(lab, tmp_path, timeout_s=300)
+    assert code == 0, [(j["unit"], j.get("error")) for j in jobs if j["status"] != "ok"][:5]
+    # one job per unit up, each on its own unit, each once
+    assert sorted(j["unit"] for j in jobs) == sorted(units)
+    assert all(j["status"] == "ok" and j["requested"] == f"simulated:{j['unit']}" for j in jobs)
+    on_n2 = [j for j in jobs if j["unit"].startswith("n2-")]
+    assert max(len(j["attempts"]) for j in on_n2) <= 2, [j["attempts"] for j in on_n2][:3]
+    failed = [a for j in on_n2 for a in j["attempts"] if a["error"]]
+    assert all("died" in a["error"] for a in failed), failed[:3]
+    # n2 serves its units with new actors
+    wait_for(lambda: device_actor_processes(node) == 2, 60, "n2's new actors")
+    assert not set(device_actor_pids(node)) & set(killed)
+
+
+def test_jobs_pinned_to_units_whose_agent_died_fail_within_a_minute_with_the_reason(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """n3's agent is killed (its actors die with it, its units are never listed again): a night
+    over `simulated:*` ends within the unit-down deadline (45 s), not the placement deadline
+    (600 s), with each n3 unit's job lost with the reason and every other unit's job done.
+    Last in the module: n3 serves no unit afterwards."""
+    units = simulated_units(lab)
+    agent = lab.agents["n3"]
+    agent.kill()
+    agent.wait(timeout=30)
+    began = time.monotonic()
+    code, jobs = night_on_every_unit(lab, tmp_path, timeout_s=240)
+    took_s = time.monotonic() - began
+    assert code != 0 and took_s < 150, (code, took_s)
+    assert sorted(j["unit"] for j in jobs) == sorted(units)
+    lost = [j for j in jobs if j["unit"].startswith("n3-")]
+    assert len(lost) == UNITS_PER_NODE
+    assert all(j["status"] != "ok" for j in lost)
+    assert all(
+        f"unit simulated:{j['unit']} is lost" in j["error"] and "died" in j["error"] and "45s" in j["error"]
+        for j in lost
+    ), lost[0]["error"]
+    assert all(j["status"] == "ok" for j in jobs if not j["unit"].startswith("n3-"))

@@ -153,6 +153,11 @@ class DeviceActorImpl:
             self.agent.cancel(unit)
         return True
 
+    def alive(self) -> bool:
+        """The agent's liveness check (call it in `CONTROL_GROUP`, so a running job does not hold
+        it up): answering at all is the answer; a dead actor's call fails."""
+        return True
+
     def close(self) -> None:
         self.agent.close()
 

@@ -54,8 +54,13 @@ class FleetClient:
             raise _controller_lost(exc) from None
         return result
 
-    def attached_profiles(self) -> set[str]:
-        return {u["unit"].profile for u in self.units() if u["up"]}
+    def attached_units(self) -> dict[str, list[str]]:
+        """Profile -> the serials of its units up now (what `--devices all` and `pixel8:*` read)."""
+        units: dict[str, list[str]] = {}
+        for u in self.units():
+            if u["up"]:
+                units.setdefault(u["unit"].profile, []).append(u["unit"].serial)
+        return {profile: sorted(serials) for profile, serials in units.items()}
 
     def check_attached(self, selectors: list[DeviceSelector]) -> None:
         """Embedded: no unit will appear later, so a selector without one is an error now."""

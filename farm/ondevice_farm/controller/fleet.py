@@ -35,7 +35,7 @@ from ondevice_farm.controller.fleet_events import JobEvent as JobEvent  # where 
 from ondevice_farm.controller.fleet_store import FleetStore
 from ondevice_farm.controller.job_context import JobEnd
 from ondevice_farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
-from ondevice_farm.controller.ray_errors import is_retryable, to_farm_error
+from ondevice_farm.controller.ray_errors import actor_died, is_retryable, to_farm_error
 from ondevice_farm.errors import FarmError, SchedulingError
 from ondevice_farm_agents.base import DeviceUnit
 
@@ -99,13 +99,15 @@ class FleetActorImpl:
         slots = [
             UnitSlot(unit=e.unit, actor=e.actor, node_id=node_id, cooldown_s=e.cooldown_s) for e in entries
         ]
-        added, gone = self.schedule.register(node_id, slots)
-        for key in added:
+        registered = self.schedule.register(node_id, slots)
+        for key in registered.added:
             log.info("unit %s is up on node %s", key, node_id[:8])
-        for key in gone:
+        for key in registered.gone:
             log.info("unit %s is down: no longer attached", key)
+        for key in registered.dead:
+            log.info("unit %s stays down: its actor died; its agent starts another", key)
         self._kick()
-        return {"added": added, "down": gone}
+        return {"added": registered.added, "down": registered.gone, "dead": registered.dead}
 
     async def units(self) -> list[dict[str, Any]]:
         return [
@@ -295,8 +297,8 @@ class FleetActorImpl:
             dropped = await self.cancel(submission)
             log.info("submission %s stopped polling: dropped or stopped its %d job(s)", submission, dropped)
             await self.store.mark_interrupted(run_id)
-        waiting, expired = self.schedule.unplaceable()
-        for job in waiting:
+        placement = self.schedule.unplaceable()
+        for job in placement.waiting:
             self._emit(
                 job.submission,
                 JobEvent(
@@ -307,18 +309,30 @@ class FleetActorImpl:
                     f"{job.spec.placement_deadline_s:.0f}s for one",
                 ),
             )
-        for job in expired:
+        for moved in placement.moved:
+            log.info("job %s: %s", moved.job.spec.job_id, moved.message)
+            self._emit(
+                moved.job.submission,
+                JobEvent(
+                    moved.job.spec.job_id, "waiting", queued_at=moved.job.queued_at, message=moved.message
+                ),
+            )
+        for unplaced in placement.expired:
+            job = unplaced.job
             error = SchedulingError(
-                f"no unit of {job.spec.selector} came up within {job.spec.placement_deadline_s:.0f}s",
-                hint="start `farm agent` on the host the device is attached to; `farm devices` lists units",
+                unplaced.message,
+                hint="the unit's agent registers it again once it is back; `farm devices` lists units"
+                if unplaced.lost
+                else "start `farm agent` on the host the device is attached to; `farm devices` lists units",
             )
             self._ended(
                 job,
                 JobEnd(
                     queued_at=job.queued_at,
-                    started_at=None,
+                    started_at=job.attempts[0].started_at if job.attempts else None,
                     finished_at=time.time(),
                     attempts=[a.to_dict() for a in job.attempts],
+                    unit=serial_of(job.attempts[-1].unit) if job.attempts else job.spec.selector.serial,
                     error=error,
                     message=str(error),
                 ),
@@ -353,8 +367,11 @@ class FleetActorImpl:
             attempt.finished_at, attempt.error = time.time(), f"{type(error).__name__}: {error}"
             self.schedule.release(job.spec.job_id)
             if is_retryable(error):
-                self.schedule.mark_down(slot.key, str(error))
-                log.info("unit %s is down: %s", slot.key, error)
+                dead = actor_died(exc)
+                self.schedule.mark_down(slot.key, str(error), actor_dead=dead)
+                log.info(
+                    "unit %s is down%s: %s", slot.key, " until a new actor registers" if dead else "", error
+                )
             self._failed(job, error)
             self._kick()
             return
@@ -407,7 +424,7 @@ class FleetActorImpl:
                 started_at=job.attempts[0].started_at,
                 finished_at=time.time(),
                 attempts=attempts,
-                unit=job.attempts[-1].unit,
+                unit=serial_of(job.attempts[-1].unit),
                 error=error,
                 message=str(error),
             ),
@@ -434,6 +451,11 @@ class FleetActorImpl:
         assert self.store.results is not None  # `submit` refused the writing otherwise
         summary = await self.writer.write(self.store.results, run_id, context, end, admitted=admitted)
         self._emit(job.submission, JobEvent.ended(job.spec.job_id, end, summary))
+
+
+def serial_of(unit_key: str) -> str:
+    """A unit's serial from its key (`pixel8:SERIAL`, as attempts name it): what a job's `unit` is."""
+    return unit_key.partition(":")[2] or unit_key
 
 
 def fleet_actor_class() -> Any:

@@ -26,6 +26,8 @@ from ondevice_farm_agents.registry import AGENTS
 log = logging.getLogger(__name__)
 
 DEFAULT_REDISCOVER_S = 10.0
+#: a unit's actor that does not answer its liveness call this soon is busy, and asked again later
+DEFAULT_ALIVE_TIMEOUT_S = 5.0
 #: simulated units exist for load tests; an agent serves them only when asked to
 SIMULATED_PLATFORM = "simulated"
 #: platforms whose units of one node share an actor: a job there is a wait, not a device's work
@@ -42,6 +44,8 @@ class NodeAgentConfig:
     #: where shipped artifacts are cached on this node
     cache_dir: Path | None = None
     rediscover_s: float = DEFAULT_REDISCOVER_S
+    #: how long each discovery waits for the units' actors to say they are alive
+    alive_timeout_s: float = DEFAULT_ALIVE_TIMEOUT_S
 
 
 @dataclass
@@ -99,6 +103,7 @@ class NodeAgent:
         from ondevice_farm.controller.actor import device_actor_class
 
         units = {u.name: u for u in self.discover()}
+        self.forget_dead()
         for name in [n for n in self.actors if n not in units]:
             unit, actor = self.actors.pop(name)
             log.info("unit %s vanished", name)
@@ -160,10 +165,68 @@ class NodeAgent:
                 return
         ray.kill(actor)
 
+    def _handles(self) -> dict[str, Any]:
+        """Each unit's Ray actor (a shared actor's units name the same one)."""
+        from ondevice_farm.controller.actor import SharedUnit
+
+        return {
+            name: actor.actor if isinstance(actor, SharedUnit) else actor
+            for name, (_, actor) in self.actors.items()
+        }
+
+    def forget_dead(self, names: list[str] | None = None) -> list[str]:
+        """Units whose actor died (`names`: as the fleet said; else each actor is asked, in its
+        control group, and one whose call fails is dead): their actors are dropped, so this
+        sync starts new ones. An actor that does not answer within `alive_timeout_s` is busy,
+        not dead: it is asked again next time."""
+
+        handles = self._handles()
+        if names is None:
+            dead_ids = self._unanswered_by_death(handles)
+        else:
+            dead_ids = {id(handles[n]) for n in names if n in handles}
+        dead = [name for name, h in handles.items() if id(h) in dead_ids]
+        for name in dead:
+            self.actors.pop(name)
+            log.warning("unit %s: its actor died; starting another", name)
+        self.shared = [s for s in self.shared if id(s.handle) not in dead_ids]
+        return dead
+
+    def _unanswered_by_death(self, handles: dict[str, Any]) -> set[int]:
+        """The ids of the actors among `handles` whose liveness call failed because they died."""
+        import ray
+        import ray.exceptions as rex
+
+        from ondevice_farm.controller.actor import CONTROL_GROUP
+
+        distinct = {id(h): h for h in handles.values()}
+        if not distinct:
+            return set()
+        asked = {
+            key: h.alive.options(concurrency_group=CONTROL_GROUP).remote() for key, h in distinct.items()
+        }
+        ready, _ = ray.wait(list(asked.values()), num_returns=len(asked), timeout=self.config.alive_timeout_s)
+        answered = {ref.hex() for ref in ready}
+        dead: set[int] = set()
+        for key, ref in asked.items():
+            if ref.hex() not in answered:
+                continue
+            try:
+                ray.get(ref)
+            except rex.RayActorError:
+                dead.add(key)
+            except Exception as exc:  # an answer, with an error: alive
+                log.warning("liveness check of a unit's actor failed: %s", exc)
+        return dead
+
     def register(self, fleet: Any) -> dict[str, list[str]]:
         import ray
 
         result: dict[str, list[str]] = ray.get(fleet.register.remote(self.node_id, self.sync()))
+        if result.get("dead"):
+            # the fleet saw these actors die: new ones now, not at the next discovery
+            self.forget_dead(result["dead"])
+            result = ray.get(fleet.register.remote(self.node_id, self.sync()))
         return result
 
     def serve_forever(self, stop: threading.Event, fleet_lookup: Any) -> None:

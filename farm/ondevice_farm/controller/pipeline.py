@@ -33,6 +33,7 @@ from ondevice_farm.controller.node_agent import default_platforms
 from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.recording import RunRecorder, recorded_run
 from ondevice_farm.controller.results import run_store
+from ondevice_farm.controller.selection import needs_units
 from ondevice_farm.controller.submission import (
     Prepared,
     SubmitRequest,
@@ -222,6 +223,7 @@ def plan_model(
                 expected_s=expected_s(base) if expected_s is not None else None,
                 max_attempts=request.max_attempts,
                 placement_deadline_s=request.placement_deadline_s,
+                movable=request.units_interchangeable and selector.serial is not None,
             )
         )
     return planned
@@ -282,7 +284,7 @@ def check_requests(
     """Each request checked before any cluster starts (None for all of them when one asks for
     `--devices all`, which needs the attached units first), and the platforms an embedded fleet
     must discover on this host."""
-    if any(r.devices.strip() == "all" for r in requests):
+    if any(needs_units(r.devices) for r in requests):
         return [None] * len(requests), default_platforms(simulated="simulated_units" in settings.extra)
     checked = [prepare(r, profiles) for r in requests]
     platforms = {profiles[s.profile].platform for c in checked for s in c.selectors}
@@ -297,7 +299,7 @@ def prepare_on(
 ) -> list[Prepared]:
     """The requests `check_requests` could not check alone, checked against the units attached;
     embedded, a selector with no unit attached is an error now (none will appear later)."""
-    attached = client.attached_profiles() if None in checked else None
+    attached = client.attached_units() if None in checked else None
     prepared = [c or prepare(r, profiles, attached=attached) for r, c in zip(requests, checked, strict=True)]
     if client.embedded:
         for p in prepared:

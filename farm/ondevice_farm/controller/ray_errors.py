@@ -37,6 +37,16 @@ def to_farm_error(exc: BaseException) -> FarmError:
     return FarmError(f"{type(exc).__name__}: {exc}")
 
 
+def actor_died(exc: BaseException) -> bool:
+    """Whether a call failed because the actor it went to is dead (not its node, not the job): a
+    unit whose actor died takes no job until its agent registers it with a new actor."""
+    import ray.exceptions as rex
+
+    if isinstance(exc, rex.RayTaskError):
+        exc = exc.cause
+    return isinstance(exc, rex.ActorDiedError)
+
+
 def is_retryable(error: FarmError) -> bool:
     """A job that failed this way may succeed on another unit of its profile."""
     return isinstance(error, DeviceError) and error.retryable

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ondevice_farm.errors import UsageError
@@ -25,24 +26,47 @@ class DeviceSelector:
         return unit.profile == self.profile and self.serial in (None, unit.serial)
 
 
+#: `pixel8:*`: a job on every unit of the profile that is up when the submission is planned
+EVERY_UNIT = "*"
+
+
+def needs_units(text: str) -> bool:
+    """Whether `--devices` can only be read against the units up now (`all`, `pixel8:*`)."""
+    parts = [p.strip() for p in text.split(",")]
+    return parts == ["all"] or any(p.endswith(":" + EVERY_UNIT) for p in parts)
+
+
 def parse_devices(
-    text: str, profiles: dict[str, DeviceProfile], attached: set[str] | None = None
+    text: str, profiles: dict[str, DeviceProfile], attached: Mapping[str, Sequence[str]] | None = None
 ) -> list[DeviceSelector]:
-    """`host-cpu,pixel8:ABC` -> selectors; `all` -> every profile with a unit attached."""
+    """`host-cpu,pixel8:ABC` -> selectors; `all` -> every profile with a unit up; `pixel8:*` ->
+    one selector per unit of the profile that is up. `attached`: profile -> serials of its units
+    up (what `all` and `*` read)."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise UsageError("--devices is empty; name at least one device profile (see `farm devices`)")
+    units = {p: list(serials) for p, serials in (attached or {}).items() if serials}
     if parts == ["all"]:
-        names = sorted(attached or set())
-        if not names:
+        if not units:
             raise UsageError("--devices all: no units are attached", hint="`farm devices` lists them")
-        return [DeviceSelector(name) for name in names]
-    selectors = []
+        return [DeviceSelector(name) for name in sorted(units)]
+    selectors: list[DeviceSelector] = []
     for part in parts:
         profile, _, serial = part.partition(":")
         if profile not in profiles:
             raise UsageError(f"unknown device {profile!r}; known profiles: {', '.join(sorted(profiles))}")
-        selectors.append(DeviceSelector(profile, serial or None))
+        if serial != EVERY_UNIT:
+            selectors.append(DeviceSelector(profile, serial or None))
+            continue
+        if attached is None:
+            raise UsageError(f"{part}: every unit of {profile} can only be read against the units up")
+        if not units.get(profile):
+            raise UsageError(f"{part}: no unit of {profile} is up", hint="`farm devices` lists the units")
+        selectors += [
+            DeviceSelector(profile, s)
+            for s in sorted(units[profile])
+            if DeviceSelector(profile, s) not in selectors
+        ]
     return selectors
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,9 @@ class SubmitRequest:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: how long a job waits while no unit of its profile is up
     placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
+    #: a job pinned to a unit (`pixel8:SERIAL`, `pixel8:*`) whose unit is lost runs on another
+    #: unit of the profile instead of failing (a suite's `units_interchangeable: true`)
+    units_interchangeable: bool = False
     #: where a PyTorch checkpoint's ONNX exports and eager references are cached (FarmHome.torch)
     torch_cache: Path | None = None
     #: where models' descriptions are cached by content hash (FarmHome.models; None: not cached)
@@ -146,9 +150,11 @@ def _onnx_plan(
 
 
 def prepare(
-    request: SubmitRequest, profiles: dict[str, DeviceProfile], attached: set[str] | None = None
+    request: SubmitRequest,
+    profiles: dict[str, DeviceProfile],
+    attached: Mapping[str, Sequence[str]] | None = None,
 ) -> Prepared:
-    """`attached`: the profiles with a unit up, for `--devices all`."""
+    """`attached`: profile -> serials of its units up, for `--devices all` and `pixel8:*`."""
     if request.runs < 1:
         raise UsageError("--runs must be at least 1")
     if request.warmup < 0:

@@ -74,6 +74,7 @@ def requests_for(suite: Suite) -> list[SubmitRequest]:
             reference_model=m.reference,
             max_attempts=suite.attempts,
             placement_deadline_s=suite.placement_deadline_s,
+            units_interchangeable=suite.units_interchangeable,
             generate=m.generate,
         )
         for m in suite.models

@@ -54,6 +54,9 @@ class Suite:
     source: Path | None = None
     #: `allow_simulated: true`: the suite may run on simulated units (`refuse_simulated`)
     allow_simulated: bool = False
+    #: `units_interchangeable: true`: a job pinned to a unit (`pixel8:*`) whose unit is lost runs
+    #: on another unit of its profile; false: it is reported lost, with the unit's reason
+    units_interchangeable: bool = False
 
 
 SUITE_FIELDS = {
@@ -70,6 +73,7 @@ SUITE_FIELDS = {
     "regression",
     "tolerance",
     "allow_simulated",
+    "units_interchangeable",
 }
 MODEL_FIELDS = {
     "path",
@@ -227,11 +231,13 @@ def parse_suite(data: Any, path: Path) -> Suite:
             for k, v in policy_raw.items()
         }
     )
-    allow_simulated = data.get("allow_simulated", False)
-    if not isinstance(allow_simulated, bool):
-        raise UsageError(f"{where}: allow_simulated must be true or false, got {allow_simulated!r}")
+    flags = {key: data.get(key, False) for key in ("allow_simulated", "units_interchangeable")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise UsageError(f"{where}: {key} must be true or false, got {value!r}")
     return Suite(
-        allow_simulated=allow_simulated,
+        allow_simulated=flags["allow_simulated"],
+        units_interchangeable=flags["units_interchangeable"],
         name=name.strip(),
         models=tuple(_model(m, i, defaults, path.parent, where) for i, m in enumerate(models)),
         attempts=_number(data.get("attempts", DEFAULT_MAX_ATTEMPTS), f"{where}: attempts", int, 1),
