@@ -42,7 +42,11 @@ def _free_port() -> int:
 @dataclass
 class PostgresServer:
     port: int
-    process: subprocess.Popen[bytes]
+    root: Path
+    run_as: list[str]
+    bin_dir: Path
+    #: the postmaster (through `runuser` as root), None until `start`
+    process: subprocess.Popen[bytes] | None = None
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
@@ -55,6 +59,57 @@ class PostgresServer:
         with psycopg.connect(self.url(), autocommit=True) as db:
             db.execute(f"CREATE DATABASE {name}")
         return self.url(name)
+
+    def start(self) -> None:
+        """The postmaster on this server's data and port (again, after `stop`)."""
+        log_path = self.root / "server.log"
+        began_at = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    *self.run_as,
+                    str(self.bin_dir / "postgres"),
+                    "-D",
+                    str(self.root / "data"),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-c",
+                    f"unix_socket_directories={self.root}",
+                    "-c",
+                    "fsync=off",  # a test server: durability across power loss is not what is tested
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        process = self.process
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"postgres exited: {log_path.read_text(errors='replace')[-2000:]}")
+            with socket.socket() as sock:
+                fresh = log_path.read_bytes()[began_at:].decode(errors="replace")
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0 and "ready to accept" in fresh:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError("postgres did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """A fast shutdown of the postmaster this server started (its own process group)."""
+        if self.process is None:
+            return
+        # `runuser` waits for its child and forwards signals; its child is the postmaster.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGINT)
+        try:
+            self.process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=STOP_TIMEOUT_S)
 
 
 @contextlib.contextmanager
@@ -70,59 +125,20 @@ def postgres_server() -> Iterator[PostgresServer]:
         os.chown(root, nobody.pw_uid, nobody.pw_gid)
         run_as = ["runuser", "-u", "nobody", "--"]
     data = root / "data"
-    port = _free_port()
-    subprocess.run(
-        [*run_as, str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8"],
-        check=True,
-        capture_output=True,
-        timeout=START_TIMEOUT_S,
-    )
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
-    process = subprocess.Popen(
-        [
-            *run_as,
-            str(bin_dir / "postgres"),
-            "-D",
-            str(data),
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-p",
-            str(port),
-            "-c",
-            f"unix_socket_directories={root}",
-            "-c",
-            "fsync=off",  # a test server: durability across power loss is not what is tested
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    server = PostgresServer(port, process)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"postgres exited: {(root / 'server.log').read_text()[-2000:]}")
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0 and "ready to accept" in (
-                    root / "server.log"
-                ).read_text(errors="replace"):
-                    break
-            if time.monotonic() > deadline:
-                raise TimeoutError("postgres did not start")
-            time.sleep(0.1)
-        yield server
-    finally:
-        # `runuser` waits for its child and forwards signals; its child is the postmaster.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGINT)  # fast shutdown: the group is ours alone
+        subprocess.run(
+            [*run_as, str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8"],
+            check=True,
+            capture_output=True,
+            timeout=START_TIMEOUT_S,
+        )
+        server = PostgresServer(_free_port(), root, run_as, bin_dir)
         try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=STOP_TIMEOUT_S)
-        log.close()
+            server.start()
+            yield server
+        finally:
+            server.stop()
+    finally:
         shutil.rmtree(root, ignore_errors=True)
 
 

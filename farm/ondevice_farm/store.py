@@ -12,14 +12,16 @@ scrape's incremental state (store_state.py).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ondevice_farm.errors import StoreError, UsageError
 from ondevice_farm.job_parts import join_job
@@ -33,6 +35,7 @@ from ondevice_farm.store_queries import (
     load_parts,
     whole_jobs,
 )
+from ondevice_farm.store_retry import StoreHealth, StoreRetry
 from ondevice_farm.store_schema import JOB_COLUMNS, StoredJob, job_row
 from ondevice_farm.store_sql import (
     Database,
@@ -56,6 +59,8 @@ __all__ = [
 ]
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
+DEFAULT_STORE_RETRY = StoreRetry()
+T = TypeVar("T")
 #: jobs removed per write transaction by delete_runs: SQLite's write lock is held per batch
 DEFAULT_DELETE_BATCH_JOBS = 500
 #: job summaries read per query by iter_run_job_summaries
@@ -115,9 +120,17 @@ def job_row_document(row: Any) -> dict[str, Any]:
 
 
 class ResultsStore:
-    def __init__(self, path: StoreLocation, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        path: StoreLocation,
+        *,
+        busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+        retry: StoreRetry = DEFAULT_STORE_RETRY,
+    ) -> None:
         #: for messages: the file, or the URL without its password
         self.path = redacted(path) if is_postgres_url(path) else Path(path)
+        self.retry = retry
+        self.health = StoreHealth(str(self.path))
         self._errors: tuple[type[BaseException], ...] = (Exception,)
         try:
             if is_postgres_url(path):
@@ -145,6 +158,7 @@ class ResultsStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[Database]:
+        """One write transaction, tried once (the schema's migration)."""
         try:
             self._db.begin_write()
             try:
@@ -155,6 +169,41 @@ class ResultsStore:
             self._db.commit()
         except self._errors as exc:
             raise StoreError(f"{self.path}: {exc}") from None
+
+    def _write(self, write: Callable[[Database], T]) -> T:
+        """`write` in one transaction, tried again from its start while the database is busy or
+        unreachable, up to `StoreRetry.outage_s` (store_retry.py); `write` must be idempotent."""
+        backoffs = self.retry.backoffs_s()
+        deadline: float | None = None
+        with self.health.writing():
+            while True:
+                try:
+                    self._db.begin_write()
+                    try:
+                        result = write(self._db)
+                    except BaseException:
+                        with contextlib.suppress(*self._errors):
+                            self._db.rollback()
+                        raise
+                    self._db.commit()
+                except self._errors as exc:
+                    if not self._db.is_transient(exc):
+                        raise StoreError(f"{self.path}: {exc}") from None
+                    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    now = time.monotonic()
+                    deadline = now + self.retry.outage_s if deadline is None else deadline
+                    if now >= deadline:
+                        raise StoreError(
+                            f"{self.path}: took no write for {self.retry.outage_s:.0f}s ({reason})",
+                            hint="is the database up and reachable? writes wait this long for it",
+                        ) from None
+                    self.health.failed(reason, self.retry.outage_s)
+                    time.sleep(min(next(backoffs), max(0.0, deadline - now)))
+                    with contextlib.suppress(*self._errors):
+                        self._db.reconnect()
+                    continue
+                self.health.recovered()
+                return result
 
     def _check_version(self, version: int) -> None:
         if version > len(MIGRATIONS):
@@ -188,11 +237,17 @@ class ResultsStore:
     # -- writing -------------------------------------------------------------------------
 
     def start_run(self, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None) -> None:
-        with self._transaction() as db:
+        created_at, encoded = time.time(), json.dumps(document)
+
+        def write(db: Database) -> None:
+            if db.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone() is not None:
+                return  # a retry of a start whose commit went through
             db.execute(
                 "INSERT INTO runs(run_id, created_at, kind, suite, status, document) VALUES (?,?,?,?,?,?)",
-                (run_id, time.time(), kind, suite, "running", json.dumps(document)),
+                (run_id, created_at, kind, suite, "running", encoded),
             )
+
+        self._write(write)
 
     def add_job(self, run_id: str, job: dict[str, Any]) -> None:
         """One complete (or failed) job, in one transaction: its summary row, its bulky parts, and
@@ -200,7 +255,11 @@ class ResultsStore:
         if job.get("finished_at") is None:
             job = {**job, "finished_at": time.time()}
         row = job_row(run_id, job)
-        with self._transaction() as db:
+
+        def write(db: Database) -> None:
+            # before the watermark's lock: a job id is written once, however often this is tried
+            if db.execute("SELECT 1 FROM jobs WHERE job_id=?", (row.job.job_id,)).fetchone() is not None:
+                return
             lock_writer(db, jobs_delta=1)
             db.execute(
                 f"INSERT INTO jobs({','.join(JOB_COLUMNS)}) VALUES ({','.join('?' * len(JOB_COLUMNS))})",
@@ -210,12 +269,18 @@ class ResultsStore:
             add_durations(db, [row.job], 1)
             offer_latest(db, row.job)
 
+        self._write(write)
+
     def finish_run(self, run_id: str, status: str) -> None:
-        with self._transaction() as db:
+        finished_at = time.time()
+
+        def write(db: Database) -> None:
             lock_writer(db)
             db.execute(
-                "UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, time.time(), run_id)
+                "UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, finished_at, run_id)
             )
+
+        self._write(write)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -391,13 +456,17 @@ class ResultsStore:
 
     def mark_interrupted(self, run_id: str) -> bool:
         """A run whose controller died: its complete jobs stay, the run says it did not finish."""
-        with self._transaction() as db:
+        finished_at = time.time()
+
+        def write(db: Database) -> bool:
             lock_writer(db)
             cursor = db.execute(
                 "UPDATE runs SET status='interrupted', finished_at=? WHERE run_id=? AND status='running'",
-                (time.time(), run_id),
+                (finished_at, run_id),
             )
-        return bool(cursor.rowcount > 0)
+            return bool(cursor.rowcount > 0)
+
+        return self._write(write)
 
     # -- retention (`farm gc`, farm/ondevice_farm/gc/) ---------------------------------------------------
 
@@ -413,8 +482,8 @@ class ResultsStore:
         removed = 0
         for run_id in run_ids:
             while True:
-                with self._transaction() as db:
-                    done = self._delete_batch(db, run_id, max(1, batch_jobs))
+                batch = functools.partial(self._delete_batch, run_id=run_id, batch_jobs=max(1, batch_jobs))
+                done = self._write(batch)
                 if done is not None:
                     removed += done
                     break

@@ -7,6 +7,7 @@ differs (placeholders, schema versioning, write locks, column types) lives here.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import time
@@ -77,6 +78,15 @@ class Database(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    @abstractmethod
+    def is_transient(self, exc: BaseException) -> bool:
+        """Whether a failed transaction may succeed if tried again: the database was busy or
+        unreachable (not a bad statement, not a constraint)."""
+
+    @abstractmethod
+    def reconnect(self) -> None:
+        """A new connection where the old one may be broken (before a retry)."""
+
 
 class SqliteDatabase(Database):
     errors = (sqlite3.Error,)
@@ -120,24 +130,85 @@ class SqliteDatabase(Database):
     def close(self) -> None:
         self._db.close()
 
+    def reconnect(self) -> None:
+        """Nothing to do: a file's connection does not break; a busy database is waited for."""
+
+    def is_transient(self, exc: BaseException) -> bool:
+        message = str(exc).lower()
+        return isinstance(exc, sqlite3.OperationalError) and ("locked" in message or "busy" in message)
+
 
 class PostgresDatabase(Database):
     def __init__(self, url: str, busy_timeout_s: float) -> None:
         import psycopg
 
         self.errors = (psycopg.Error,)
-        self._db = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(busy_timeout_s)))
-        self._db.execute(f"SET lock_timeout = '{int(busy_timeout_s * 1000)}ms'")
+        self._url = url
+        self._busy_timeout_s = busy_timeout_s
+        #: inside a transaction a lost connection is the transaction's failure, never hidden
+        self._in_transaction = False
+        self._db = self._connect()
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        db = psycopg.connect(self._url, autocommit=True, connect_timeout=max(1, int(self._busy_timeout_s)))
+        db.execute(f"SET lock_timeout = '{int(self._busy_timeout_s * 1000)}ms'")
+        return db
+
+    def reconnect(self) -> None:
+        with contextlib.suppress(Exception):
+            self._db.close()
+        self._in_transaction = False
+        self._db = self._connect()
+
+    def is_transient(self, exc: BaseException) -> bool:
+        import psycopg
+
+        # OperationalError: the server went away, refused, shut down (AdminShutdown), a lock wait
+        # timed out (LockNotAvailable), a serialization failure or a deadlock; InterfaceError: a
+        # connection already closed
+        return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        import psycopg
+
         # `?` -> `%s`; the store's SQL has no literal `%` or `?` of its own
-        return self._db.execute(sql.replace("?", "%s"), tuple(args))
+        statement, values = sql.replace("?", "%s"), tuple(args)
+        if self._in_transaction:
+            return self._db.execute(statement, values)
+        if self._db.closed or self._db.broken:
+            self.reconnect()  # the server came back: connect again rather than fail until a restart
+        try:
+            return self._db.execute(statement, values)
+        except (psycopg.OperationalError, psycopg.InterfaceError):
+            if not (self._db.closed or self._db.broken):
+                raise
+        # the connection was dropped under a statement outside any transaction (a read, or a
+        # transaction's BEGIN): nothing was done, so it is done again on a new connection
+        self.reconnect()
+        return self._db.execute(statement, values)
 
     def begin_write(self) -> None:
-        self._db.execute("BEGIN")
+        self.execute("BEGIN")
+        self._in_transaction = True
 
     def begin_read(self) -> None:
-        self._db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self._in_transaction = True
+
+    def commit(self) -> None:
+        try:
+            self._db.execute("COMMIT")
+        finally:
+            self._in_transaction = False
+
+    def rollback(self) -> None:
+        try:
+            if not (self._db.closed or self._db.broken):
+                self._db.execute("ROLLBACK")
+        finally:
+            self._in_transaction = False
 
     def lock_for_migration(self) -> None:
         """Inside the migration transaction: one first open migrates, the others wait for it."""

@@ -110,13 +110,24 @@ def test_what_the_metrics_exporter_reads_agrees_on_both_backends(location: Store
             assert list(store.last_finished_runs("nightly")) == ["s"]
 
 
-def test_a_job_is_written_whole_or_not_at_all(location: StoreLocation) -> None:
+def test_a_job_is_written_whole_or_not_at_all(
+    location: StoreLocation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ondevice_farm.store as store_module
+
     with ResultsStore(location) as store:
         store.start_run("20260101-000000-aaaaaa", "submit", {})
         store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j1"))
-        with pytest.raises(StoreError):  # the same job id twice violates the key: nothing of it lands
-            store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j1"))
-        assert len(store.jobs("20260101-000000-aaaaaa")) == 1
+        before = store.jobs_version()
+
+        def parts_fail(*_: object) -> None:  # after the job's row, before its parts
+            raise RuntimeError("the disk went away")
+
+        monkeypatch.setattr(store_module, "insert_parts", parts_fail)
+        with pytest.raises(RuntimeError):
+            store.add_job("20260101-000000-aaaaaa", _job("20260101-000000-aaaaaa", "j2"))
+        assert [j["job_id"] for j in store.jobs("20260101-000000-aaaaaa")] == ["j1"]
+        assert store.jobs_version() == before
 
 
 OPEN_AND_WRITE = """

@@ -269,6 +269,19 @@ def test_unreadable_store_is_reported_not_raised(store_path: Path) -> None:
     assert registry.get_sample_value("farm_device_up", {"device": "host-cpu", "unit": "vm"}) == 1
 
 
+def test_the_controllers_failing_writes_and_pending_ones_are_seen(store_path: Path) -> None:
+    """A readable store whose writes from the controller fail (an outage being waited out) is
+    not up; the jobs waiting to be written are counted."""
+    writing = StaticFleet(FleetSnapshot(store_pending_writes=2))
+    registry = farm_registry(FarmCollector(store_path, writing))
+    assert registry.get_sample_value("farm_store_up") == 1
+    assert registry.get_sample_value("farm_store_pending_writes") == 2
+    failing = StaticFleet(FleetSnapshot(store_pending_writes=5, store_writes_failing=True))
+    registry = farm_registry(FarmCollector(store_path, failing))
+    assert registry.get_sample_value("farm_store_up") == 0
+    assert registry.get_sample_value("farm_store_pending_writes") == 5
+
+
 def test_a_scrape_never_sees_half_a_write(store_path: Path, real_run: RealRun) -> None:
     """Each job the writer adds is a new model: one more latency series and one more ok job,
     so in every consistent scrape the two agree, and every series has all of its metrics."""

@@ -129,8 +129,13 @@ class FleetActorImpl:
             UnitState(device=s.unit.profile, unit=s.unit.serial, up=s.up, busy=s.running is not None)
             for s in self.schedule.units.values()
         )
+        health = self.store.results.health if self.store.results is not None else None
         return FleetSnapshot(
-            devices=devices, queue_jobs=self.schedule.pending(), running_jobs=len(self.schedule.running)
+            devices=devices,
+            queue_jobs=self.schedule.pending(),
+            running_jobs=len(self.schedule.running),
+            store_pending_writes=health.pending_writes if health is not None else 0,
+            store_writes_failing=health is not None and not health.up,
         )
 
     async def memory_bytes(self) -> int:

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from ondevice_farm.errors import FarmError, SchedulingError
 from ondevice_farm.store import DEFAULT_PAGE_JOBS, ResultsStore, RunRow, StoreLocation
+from ondevice_farm.store_retry import StoreHealth
 
 #: the store methods a submitter may call through the controller: what recording a run, reading
 #: runs back and a nightly's baseline need, and nothing that deletes
@@ -85,6 +86,12 @@ class ControllerResults:
             args = (run_id, kind, document, *args[3:])
         with self._lock:
             return getattr(self._store, method)(*args, **kwargs)
+
+    @property
+    def health(self) -> StoreHealth:
+        """Whether the store takes writes now (read without the lock: a scrape must not wait for
+        a write that waits out an outage)."""
+        return self._store.health
 
     def locked(self, work: Callable[[ResultsStore], T]) -> T:
         """`work` on the store itself, alone (what the controller does beyond a submitter's calls)."""

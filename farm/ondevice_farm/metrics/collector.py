@@ -90,13 +90,26 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         (*UNIT, "sensor"),
     ),
     "farm_last_nightly_timestamp_seconds": ("Unix time the newest nightly finished.", ("suite",)),
-    "farm_store_up": ("1 if this scrape could read the results store, else 0.", ()),
+    "farm_store_up": (
+        "1 if this scrape could read the results store and the controller's writes to it go through, else 0.",
+        (),
+    ),
+    "farm_store_pending_writes": (
+        "Finished jobs the controller is writing to the results store, or waiting to while it is down.",
+        (),
+    ),
     "farm_device_up": ("1 if the unit is attached and passed its last health check, else 0.", UNIT),
     "farm_device_busy": ("1 if the unit is running a job now, else 0.", UNIT),
     "farm_queue_jobs": ("Jobs submitted and waiting for a unit.", ()),
     "farm_running_jobs": ("Jobs running on a unit now.", ()),
 }  # fmt: skip
-FLEET_GAUGES = ("farm_device_up", "farm_device_busy", "farm_queue_jobs", "farm_running_jobs")
+FLEET_GAUGES = (
+    "farm_device_up",
+    "farm_device_busy",
+    "farm_queue_jobs",
+    "farm_running_jobs",
+    "farm_store_pending_writes",
+)
 #: one series per (model, device, target) each: the bulk of a scrape, cached by job id when served
 RESULT_GAUGES = tuple(name for name, (_, labels) in GAUGES.items() if labels[:3] == RESULT)
 LIVE_GAUGES = tuple(name for name in GAUGES if name not in RESULT_GAUGES)
@@ -218,7 +231,8 @@ class FarmCollector(Collector):
         families = {
             name: _gauge(name) for name in LIVE_GAUGES if fleet is not None or name not in FLEET_GAUGES
         }
-        families["farm_store_up"].add_metric([], 1.0 if state.readable else 0.0)
+        writes_fail = fleet is not None and fleet.store_writes_failing
+        families["farm_store_up"].add_metric([], 1.0 if state.readable and not writes_fail else 0.0)
         for suite, finished_at in sorted(state.nightlies.items()):
             families["farm_last_nightly_timestamp_seconds"].add_metric([suite], finished_at)
         _add_temperatures(families["farm_device_temperature_celsius"], state.latest.values(), fleet)
@@ -302,6 +316,7 @@ def _add_fleet(families: dict[str, GaugeMetricFamily], fleet: FleetSnapshot) -> 
         families["farm_device_busy"].add_metric(labels, 1.0 if unit.busy else 0.0)
     families["farm_queue_jobs"].add_metric([], float(fleet.queue_jobs))
     families["farm_running_jobs"].add_metric([], float(fleet.running_jobs))
+    families["farm_store_pending_writes"].add_metric([], float(fleet.store_pending_writes))
 
 
 def farm_registry(collector: FarmCollector) -> CollectorRegistry:

@@ -37,6 +37,10 @@ class FleetSnapshot:
     queue_jobs: int = 0
     #: jobs started and not yet finished
     running_jobs: int = 0
+    #: finished jobs the controller is writing to its store now, or waiting to (store_retry.py)
+    store_pending_writes: int = 0
+    #: the controller's writes to its store fail now and are being retried (an outage)
+    store_writes_failing: bool = False
 
 
 class FleetStateSource(Protocol):
