@@ -13,6 +13,7 @@ unless asked for.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -289,6 +290,69 @@ def test_a_2000_job_nightly_is_stored_whole_and_held_nowhere_whole(lab: Lab, tmp
     fleet = lab.held()
     assert 1 <= fleet["peak_results"] <= len(NODES) * (1 + UNITS_PER_NODE) + fleet["max_in_flight"], fleet
     assert fleet["peak_results"] < jobs // 10, fleet
+
+
+#: how long the night's store is locked: past its 30 s busy timeout (`DEFAULT_BUSY_TIMEOUT_S`)
+STORE_LOCKED_S = 35.0
+
+
+def stored_jobs(store: Path) -> int:
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        return int(db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+
+def test_a_night_outlasts_its_store_locked_past_the_busy_timeout(lab: Lab, tmp_path: Path) -> None:
+    """Mid-night, another process holds the SQLite store's write lock longer than a write waits
+    for it (as a long `farm gc` batch could): the writes of the jobs finishing meanwhile fail once
+    and are tried again, so the night ends with every planned job stored exactly once."""
+    models = 10
+    model = write_model(tmp_path / "m.onnx")
+    paths = []
+    for index in range(models):
+        copy = tmp_path / f"b{index:02d}.onnx"
+        copy.write_bytes(model.read_bytes())
+        paths.append(f"  - path: {copy}")
+    suite = tmp_path / "blink.yaml"
+    lines = [
+        "name: blink", "devices: ['simulated:*']", "targets: [ort/xnnpack]", "runs: 100", "warmup: 0",
+        "repeats: 1", "allow_simulated: true", "models:", *paths,
+    ]  # fmt: skip
+    suite.write_text("\n".join(lines) + "\n")
+    store = lab.home / "results.sqlite"
+    before = stored_jobs(store)
+    command = ["nightly", str(suite), "--address", lab.cluster.address, "--json"]
+    night = subprocess.Popen(
+        [str(VENV_BIN / "farm"), "--home", str(lab.home), *command],
+        env={**lab.cluster.env, "FARM_SIMULATED_DEVICES": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: stored_jobs(store) >= before + 50, 240, "the night's first jobs stored")
+        holder = sqlite3.connect(store, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        locked_at = stored_jobs(store)
+        time.sleep(STORE_LOCKED_S)
+        assert stored_jobs(store) == locked_at  # nothing was written while the lock was held
+        holder.execute("ROLLBACK")
+        holder.close()
+        stdout, stderr = night.communicate(timeout=400)
+    finally:
+        if night.poll() is None:
+            night.kill()
+            night.wait()
+    assert night.returncode == 0, stderr[-3000:]
+    run_id = json.loads(stdout)["run_id"]
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT job_id, model_name, unit, status FROM jobs WHERE run_id=?", (run_id,)
+        ).fetchall()
+    units = simulated_units(lab)
+    assert len(rows) == models * len(units) and len({r[0] for r in rows}) == len(rows)
+    assert {(r[1], r[2]) for r in rows} == {(f"b{i:02d}", u) for i in range(models) for u in units}
+    assert {r[3] for r in rows} == {"ok"}
+    assert "does not take writes" in (lab.cluster.root / "serve.log").read_text(errors="replace")
 
 
 def write_every_unit_suite(path: Path, model: Path) -> Path:

@@ -7,11 +7,13 @@ import hashlib
 import http.client
 import json
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
 
 from ondevice_farm.api.wire import (
@@ -35,6 +37,35 @@ from ondevice_farm.progress import Progress
 
 #: connecting and each upload or answer: generous for a model of gigabytes on a slow link
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+#: how long a submitter keeps asking a controller that answers 429 (busy) before it gives up
+DEFAULT_BUSY_WAIT_S = 600.0
+T = TypeVar("T")
+
+
+class ControllerBusyError(SchedulingError):
+    """A 429: the controller takes no more now and says when to ask again (api/admission.py)."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def patiently(call: Callable[[], T], target: ApiTarget, progress: Progress) -> T:
+    """`call`, asked again after each 429 as the controller says, for up to DEFAULT_BUSY_WAIT_S."""
+    waited_s = 0.0
+    while True:
+        try:
+            return call()
+        except ControllerBusyError as busy:
+            wait_s = max(1.0, busy.retry_after_s)
+            if waited_s + wait_s > DEFAULT_BUSY_WAIT_S:
+                raise SchedulingError(
+                    f"the farm controller at {target.url} stayed busy for {waited_s:.0f}s ({busy.message})",
+                    hint="try again later, or ask its operator to raise farm serve's --max-submissions",
+                ) from None
+            progress.stage(f"{busy.message}; asking again in {wait_s:.0f}s")
+            time.sleep(wait_s)
+            waited_s += wait_s
 
 
 @dataclass(frozen=True)
@@ -98,6 +129,12 @@ def api_request(
                 f"cannot reach the farm controller at {target.url}: {exc}",
                 hint="is `farm serve` running there? it prints its submit API address when it starts",
             ) from None
+        if response.status == HTTPStatus.TOO_MANY_REQUESTS:
+            answer = json.loads(response.read() or b"{}").get("error") or {}
+            raise ControllerBusyError(
+                str(answer.get("message") or f"the farm controller at {target.url} is busy"),
+                float(response.getheader("Retry-After") or 5),
+            )
         if response.status == 401:
             raise SchedulingError(
                 f"the farm controller at {target.url} refused this host's authentication token",
@@ -134,6 +171,14 @@ def _upload(target: ApiTarget, path: Path, progress: Progress) -> FileRef:
 
 
 def _upload_body(target: ApiTarget, ref: FileRef, body: BinaryIO, size: int, progress: Progress) -> FileRef:
+    def attempt() -> FileRef:
+        body.seek(0)
+        return _upload_once(target, ref, body, size, progress)
+
+    return patiently(attempt, target, progress)
+
+
+def _upload_once(target: ApiTarget, ref: FileRef, body: BinaryIO, size: int, progress: Progress) -> FileRef:
     with api_request(target, "HEAD", BLOBS_PATH + ref.sha256) as found:
         if found.status == 200:
             return ref
@@ -175,6 +220,10 @@ def submit_over_api(
         reference_model=upload(reference_model, "--reference model"),
     )
     payload = json.dumps(body.to_json()).encode()
+    return patiently(lambda: _submit_once(target, payload, progress), target, progress)
+
+
+def _submit_once(target: ApiTarget, payload: bytes, progress: Progress) -> dict[str, Any]:
     json_type = {"Content-Type": "application/json"}
     # between events the controller sends a heartbeat: silence this long means it is gone
     with api_request(

@@ -24,6 +24,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ondevice_farm.api.admission import DEFAULT_API_LIMITS, ApiLimits
 from ondevice_farm.api.submissions import SubmissionService
 from ondevice_farm.api.wire import (
     API_VERSION,
@@ -41,7 +42,7 @@ from ondevice_farm.api.wire import (
     event_line,
     is_final,
 )
-from ondevice_farm.errors import FarmError, UsageError
+from ondevice_farm.errors import FarmError, SchedulingError, UsageError
 from ondevice_farm.json_values import json_default
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._start_stream()
             self.wfile.write(error_event(exc))
             return
-        self._start_stream()
-        self._stream(body)
+        if not self.server.submissions.acquire(blocking=False):
+            self._busy(f"{self.server.limits.max_submissions} submissions are running")
+            return
+        try:
+            self._start_stream()
+            self._stream(body)
+        finally:
+            self.server.submissions.release()
+
+    def _busy(self, why: str) -> None:
+        """429 with Retry-After: the submitter waits and asks again (api/admission.py)."""
+        payload = json.dumps(
+            {"error": error_json(SchedulingError(f"the controller is busy: {why}"))}
+        ).encode()
+        self.send_response(HTTPStatus.TOO_MANY_REQUESTS)
+        self.send_header("Retry-After", str(self.server.limits.retry_after_s))
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def _read_store(self) -> None:
         """`{"result": ...}`, or `{"error": ...}` with the store's FarmError (no such run, ...)."""
@@ -219,11 +238,57 @@ def _peer_gone(connection: socket.socket) -> bool:
 class _ApiHttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], service: SubmissionService, token: str | None) -> None:
+    def __init__(
+        self, address: tuple[str, int], service: SubmissionService, token: str | None, limits: ApiLimits
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Handler)
         self.service = service
         self.token = token
+        self.limits = limits
+        self.submissions = threading.BoundedSemaphore(limits.max_submissions)
+        self._connections = 0
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread per connection up to `max_connections`; past it, a 429 from this (the
+        listening) thread, and no thread."""
+        with self._connections_lock:
+            full = self._connections >= self.limits.max_connections
+            if not full:
+                self._connections += 1
+        if full:
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._leave()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        with self._connections_lock:
+            self._connections -= 1
+
+    def _refuse(self, request: socket.socket) -> None:
+        error = SchedulingError(f"the controller is busy: {self.limits.max_connections} connections are open")
+        payload = json.dumps({"error": error_json(error)}).encode()
+        head = (
+            f"HTTP/1.0 429 Too Many Requests\r\nRetry-After: {self.limits.retry_after_s}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        )
+        try:
+            request.settimeout(1.0)
+            request.sendall(head.encode() + payload)
+        except OSError:
+            pass
+        self.shutdown_request(request)
 
 
 @dataclass
@@ -251,11 +316,12 @@ def start_api_server(
     token: str | None,
     host: str = DEFAULT_API_HOST,
     port: int = DEFAULT_API_PORT,
+    limits: ApiLimits = DEFAULT_API_LIMITS,
 ) -> ApiServer:
     """Serve submissions on host:port (0: any free port; `.port` says which). `token` None: no
     authentication, for a cluster whose Ray runs without it."""
     try:
-        server = _ApiHttpServer((host, port), service, token)
+        server = _ApiHttpServer((host, port), service, token, limits)
     except OSError as exc:
         raise UsageError(
             f"cannot serve the submit API on {host}:{port}: {exc.strerror or exc}",

@@ -9,9 +9,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ondevice_farm.api.admission import CompileSlots
 from ondevice_farm.api.blobs import BlobStore
 from ondevice_farm.api.wire import (
     EVENT_DONE,
@@ -72,6 +73,8 @@ class SubmissionService:
     profiles: dict[str, DeviceProfile]
     settings: AgentSettings
     blobs: BlobStore
+    #: compiles at once, shared by every submission of the API (api/admission.py)
+    compile_slots: CompileSlots = field(default_factory=CompileSlots)
 
     def run(self, body: SubmissionBody, emit: Emit, stop: threading.Event) -> None:
         """Run `body`, emitting its events; ends with one `done` or one `error` event."""
@@ -124,4 +127,12 @@ class SubmissionService:
         [checked], _ = check_requests([request], self.profiles, self.settings)
         progress = StreamedProgress(emit, stop)
         client = FleetClient(fleet=self.fleet, embedded=False, stop=stop)
-        return submit_on(client, request, checked, home=self.home, profiles=self.profiles, progress=progress)
+        return submit_on(
+            client,
+            request,
+            checked,
+            home=self.home,
+            profiles=self.profiles,
+            progress=progress,
+            compile_slot=self.compile_slots.held(progress, stop),
+        )

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ondevice_farm.api.admission import DEFAULT_MAX_COMPILES, DEFAULT_MAX_SUBMISSIONS
 from ondevice_farm.api.wire import DEFAULT_API_HOST, DEFAULT_API_PORT
 from ondevice_farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
 from ondevice_farm.cli.context import CliState, handles_errors
@@ -95,6 +96,20 @@ def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
     show_default=True,
     help="The submit API's port (0: any free port).",
 )
+@click.option(
+    "--max-submissions",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SUBMISSIONS,
+    show_default=True,
+    help="Submissions the submit API runs at once; more get 429 and ask again.",
+)
+@click.option(
+    "--max-compiles",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_COMPILES,
+    show_default=True,
+    help="Submissions compiling (and computing references) at once; the others wait their turn.",
+)
 @click.option("--simulated", type=int, help="Embedded only: also serve N simulated units (load tests).")
 @click.option(
     "--submitter-timeout",
@@ -121,6 +136,8 @@ def serve(
     metrics_adhoc_series: int,
     api_host: str,
     api_port: int,
+    max_submissions: int,
+    max_compiles: int,
     simulated: int | None,
     submitter_timeout_s: float,
     gc_every: str | None,
@@ -131,6 +148,7 @@ def serve(
     """Run the farm controller: the device registry, the job queue, /metrics."""
     import ray
 
+    from ondevice_farm.api.admission import DEFAULT_MAX_CONNECTIONS, ApiLimits, CompileSlots
     from ondevice_farm.api.blobs import BlobStore
     from ondevice_farm.api.local_controller import (
         CONTROLLER_FILE,
@@ -168,10 +186,16 @@ def serve(
         node_id = ray.get_runtime_context().get_node_id()
         fleet = _start_fleet(node_id, submitter_timeout_s, str(location))
         api = start_api_server(
-            SubmissionService(fleet, home, profiles, settings, BlobStore(home.root / "uploads")),
+            SubmissionService(
+                fleet, home, profiles, settings, BlobStore(home.root / "uploads"), CompileSlots(max_compiles)
+            ),
             read_token(use_local_token()),
             api_host,
             api_port,
+            ApiLimits(
+                max_submissions=max_submissions,
+                max_connections=max(DEFAULT_MAX_CONNECTIONS, 2 * max_submissions),
+            ),
         )
         threads: list[threading.Thread] = []
         local: NodeAgent | None = None

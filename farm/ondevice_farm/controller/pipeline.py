@@ -8,8 +8,10 @@ job carries (`JobContext`); this submitter hears a summary of it.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -338,25 +340,30 @@ def submit_on(
     profiles: dict[str, DeviceProfile],
     progress: Progress,
     store: StoreLocation | None = None,
+    compile_slot: AbstractContextManager[Any] | None = None,
 ) -> dict[str, Any]:
     """One submission on a fleet already reached: `submit`'s, or `farm serve`'s own for a
-    submission that came over its HTTP API (`checked`: `check_requests`' result, if run)."""
+    submission that came over its HTTP API (`checked`: `check_requests`' result, if run;
+    `compile_slot`: held while it compiles and computes references, the CPU work that a
+    controller shares among its submitters, api/admission.py)."""
     [prepared] = prepare_on(client, [request], [checked], profiles)
     home.ensure()
     run_id = new_run_id()
     document = run_document(run_id, request, prepared)
     # `farm gc` leaves what the run uses alone until its jobs are stored (farm/ondevice_farm/gc/leases.py)
     with LeaseBook(home.root).lease() as lease:
-        with lease.placing():
-            planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
-            lease.hold_artifacts(home.artifacts, planned_artifacts([planned]))
-        if prepared.torch is not None and prepared.torch.export is not None:
-            progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
-            document["model"]["source"].update(_source_study(prepared.torch, home, request.coreml_precision))
-        elif prepared.torch is not None:  # no ONNX: neither its check on ORT nor the ONNX route
-            document["model"]["source"]["routes"] = {
-                "error": "the ONNX export refused the checkpoint: no ONNX route"
-            }
+        with compile_slot or contextlib.nullcontext():
+            with lease.placing():
+                planned = plan_model(request, prepared, run_id, home=home, client=client, progress=progress)
+                lease.hold_artifacts(home.artifacts, planned_artifacts([planned]))
+            if prepared.torch is not None and prepared.torch.export is not None:
+                progress.stage("comparing the ONNX export and both CoreML routes against PyTorch eager")
+                study = _source_study(prepared.torch, home, request.coreml_precision)
+                document["model"]["source"].update(study)
+            elif prepared.torch is not None:  # no ONNX: neither its check on ORT nor the ONNX route
+                document["model"]["source"]["routes"] = {
+                    "error": "the ONNX export refused the checkpoint: no ONNX route"
+                }
         with run_store(client.embedded, client.fleet, store or home.store_path) as results:
             with recorded_run(results, run_id, "submit", document) as rec:
                 run_planned([planned], client, rec, progress)
