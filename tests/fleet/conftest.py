@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.fleet.cluster import VENV_BIN, LocalCluster, Node, new_cluster
+from tests.fleet.lab import NODES, UNITS_PER_NODE, Lab, lab_env
 
 WORKERS = (("n2", "127.0.0.2"), ("n3", "127.0.0.3"))
 SIMULATED_PER_NODE = 2
@@ -219,3 +220,32 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    if not only_loopback():
+        pytest.skip("run inside a network namespace with only `lo` (scripts/test, or `unshare -n`)")
+    cluster = new_cluster()
+    try:
+        cluster.start_head()
+        nodes = {"n1": cluster.nodes[0]}
+        nodes.update({name: cluster.add_node(name, ip) for name, ip in NODES[1:]})
+        cluster.wait_nodes(len(NODES))
+        home = cluster.root / "home"
+        start_serve(cluster, home)
+        agents = {
+            name: cluster.spawn(
+                f"agent-{name}",
+                [str(VENV_BIN / "farm"), "agent", "--address", cluster.address, "--node-ip", ip],
+                env=lab_env(cluster.root, name),
+            )
+            for name, ip in NODES
+        }
+        probe = start_probe(cluster)
+        state = Lab(cluster, home, nodes, probe, agents)
+        expected = len(NODES) * (1 + UNITS_PER_NODE)
+        wait_for(lambda: sum(1 for u in state.units() if u["up"]) == expected, 120, f"{expected} units up")
+        yield state
+    finally:
+        cluster.stop()

@@ -111,7 +111,8 @@ class FleetClient:
             raise SchedulingError(f"{len(specs) - len(remaining)} job id(s) given twice in one submission")
         submission = secrets.token_hex(6)
         try:
-            ray.get(self.fleet.submit.remote(submission, specs, run_id, writing))
+            driver = ray.get_runtime_context().get_job_id()
+            ray.get(self.fleet.submit.remote(submission, specs, run_id, writing, driver))
             while remaining:
                 if self.stop is not None and self.stop.is_set():
                     raise JobCancelledError("the submission was cancelled: its submitter went away")

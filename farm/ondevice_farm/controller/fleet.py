@@ -15,8 +15,10 @@ loop); its events then carry a `JobSummary`, not the unit's result. Other submis
 compare`'s paired rounds) get the result itself in their `done` event.
 
 Cancel: a submission cancelled (its submitter's Ctrl-C or SIGTERM) or abandoned (no poll for
-`submitter_timeout_s`: killed) has its queued jobs dropped and its running ones stopped on
-their units (`DeviceActor.cancel_job`, which the agent turns into a killed process or app).
+`submitter_timeout_s`, and, for a submitter that is a Ray driver, Ray's word that the driver
+died: a paused or slow submitter is kept, submitters.py) has its queued jobs dropped and its
+running ones stopped on their units (`DeviceActor.cancel_job`, which the agent turns into a
+killed process or app).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ondevice_farm.controller.fleet_store import FleetStore
 from ondevice_farm.controller.job_context import JobEnd
 from ondevice_farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
 from ondevice_farm.controller.ray_errors import actor_died, is_retryable, to_farm_error
+from ondevice_farm.controller.submitters import SubmitterWatch, live_drivers
 from ondevice_farm.errors import FarmError, SchedulingError
 from ondevice_farm_agents.base import DeviceUnit
 
@@ -81,8 +84,8 @@ class FleetActorImpl:
         self._job_writer: JobWriter | None = None
         self.health_period_s = health_period_s
         self.submitter_timeout_s = submitter_timeout_s
-        #: monotonic time of each submission's last poll: a submitter that stops polling is gone
-        self._last_poll: dict[str, float] = {}
+        #: each submission's last poll and its submitter's Ray driver: who is gone (submitters.py)
+        self.submitters = SubmitterWatch(submitter_timeout_s)
         self.events = EventBoard()
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task[None] | None = None
@@ -180,8 +183,10 @@ class FleetActorImpl:
         specs: list[JobSpec],
         run_id: str | None = None,
         writing: RunWriting | None = None,
+        driver_job_id: str | None = None,
     ) -> None:
-        """Queue `specs`; with `writing`, each job is written to the store here as it finishes."""
+        """Queue `specs`; with `writing`, each job is written to the store here as it finishes;
+        `driver_job_id`: the submitter's Ray job, asked after when it falls silent."""
         if writing is not None:
             if self.store.results is None:
                 raise SchedulingError("this controller keeps no results store to write the jobs to")
@@ -189,7 +194,7 @@ class FleetActorImpl:
         if run_id is not None:
             self._run_of[submission] = run_id
         self.events.open(submission)
-        self._last_poll[submission] = time.monotonic()
+        self.submitters.opened(submission, time.monotonic(), driver_job_id)
         self.schedule.enqueue(submission, specs)
         self._kick()
 
@@ -213,7 +218,7 @@ class FleetActorImpl:
 
     async def poll(self, submission: str, timeout_s: float) -> list[JobEvent]:
         """The submission's events since the last poll; waits up to `timeout_s` for one."""
-        self._last_poll[submission] = time.monotonic() + timeout_s
+        self.submitters.polled(submission, time.monotonic() + timeout_s)
         return await self.events.take(submission, timeout_s)
 
     async def cancel(self, submission: str) -> int:
@@ -222,7 +227,7 @@ class FleetActorImpl:
         self.writer.drop(submission)
         dropped = self.schedule.cancel(submission)
         stopping = self._stop_running(submission)
-        self._last_poll.pop(submission, None)
+        self.submitters.closed(submission)
         self.events.close(submission)
         return len(dropped) + stopping
 
@@ -297,7 +302,11 @@ class FleetActorImpl:
                 for key in self.schedule.mark_node_down(node["NodeID"], "its Ray node died"):
                     log.info("unit %s is down: its node died", key)
         now = time.monotonic()
-        for submission in [s for s, t in self._last_poll.items() if now - t > self.submitter_timeout_s]:
+        silent = self.submitters.silent(now)
+        alive = None
+        if self.submitters.needs_drivers(silent):
+            alive = await asyncio.get_running_loop().run_in_executor(None, live_drivers)
+        for submission in self.submitters.gone(silent, alive):
             run_id = self._run_of.get(submission)
             dropped = await self.cancel(submission)
             log.info("submission %s stopped polling: dropped or stopped its %d job(s)", submission, dropped)
