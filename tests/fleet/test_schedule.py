@@ -206,3 +206,19 @@ def test_a_retried_job_goes_before_the_queued_ones_and_pending_counts_every_line
     assert schedule.pending() == 2
     ((again, _),) = schedule.assign(now=0.0)
     assert again.spec.job_id == "a"
+
+
+def test_a_submission_past_the_fleets_queue_limit_is_refused_in_one_line() -> None:
+    import asyncio
+
+    import pytest
+
+    from ondevice_farm.controller.fleet import FleetActorImpl
+    from ondevice_farm.errors import SchedulingError
+
+    fleet = FleetActorImpl(max_queued_jobs=3)
+    with pytest.raises(
+        SchedulingError, match=r"a submission of 4 jobs: this controller queues at most 3 at once"
+    ):
+        asyncio.run(fleet.submit("s", [spec(f"j{i}") for i in range(4)]))
+    assert fleet.schedule.pending() == 0

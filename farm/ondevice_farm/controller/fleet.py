@@ -54,6 +54,9 @@ DEFAULT_HEALTH_PERIOD_S = 1.0
 OVERHEAD_SAMPLES = 10_000
 #: a submitter that has not polled for this long is gone (killed): its queued jobs are dropped
 DEFAULT_SUBMITTER_TIMEOUT_S = 30.0
+#: jobs queued at once, all submissions together: a queued job costs the fleet ~1-2 kB (its
+#: request is shared with its artifact's other jobs), so this bounds the queue near 2 GB
+DEFAULT_MAX_QUEUED_JOBS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,10 @@ class FleetActorImpl:
         health_period_s: float = DEFAULT_HEALTH_PERIOD_S,
         submitter_timeout_s: float = DEFAULT_SUBMITTER_TIMEOUT_S,
         store_location: str | None = None,
+        max_queued_jobs: int = DEFAULT_MAX_QUEUED_JOBS,
     ) -> None:
         self.schedule = Schedule()
+        self.max_queued_jobs = max_queued_jobs
         #: the store this fleet writes finished jobs to and submitters write their runs to:
         #: `farm serve`'s, or an embedded submitter's own (`use_store`)
         self.store = FleetStore(store_location)
@@ -187,6 +192,13 @@ class FleetActorImpl:
     ) -> None:
         """Queue `specs`; with `writing`, each job is written to the store here as it finishes;
         `driver_job_id`: the submitter's Ray job, asked after when it falls silent."""
+        queued = self.schedule.pending()
+        if queued + len(specs) > self.max_queued_jobs:
+            raise SchedulingError(
+                f"a submission of {len(specs):,} jobs: this controller queues at most "
+                f"{self.max_queued_jobs:,} at once ({queued:,} queued now)",
+                hint="split the suite into smaller nightlies, or wait for the queue to drain",
+            )
         if writing is not None:
             if self.store.results is None:
                 raise SchedulingError("this controller keeps no results store to write the jobs to")
