@@ -38,6 +38,11 @@ class UnitSlot:
     jobs_done: int = 0
     #: its actor died: the unit stays down until its agent registers it with a new actor
     actor_dead: bool = False
+    #: `profile:SERIAL`, the line of the jobs pinned to this unit (made once: a start looks it up)
+    pinned: DeviceSelector = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.pinned = DeviceSelector(self.unit.profile, self.unit.serial)
 
     @property
     def key(self) -> str:
@@ -172,7 +177,7 @@ class Schedule:
                 continue
             selectors = [DeviceSelector(profile)]
             if queue.pinned(profile):
-                selectors += [DeviceSelector(profile, s.unit.serial) for s in slots]
+                selectors += [s.pinned for s in slots]
             for selector in selectors:
                 head = queue.head(selector)
                 if head is not None and (best is None or head.rank < best.rank):
