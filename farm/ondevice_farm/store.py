@@ -346,14 +346,7 @@ class ResultsStore:
         """One page of the run's job summaries (documents without their bulky parts,
         job_parts.BULKY_JOB_KEYS) by (finished_at, job_id), from just past `after`: the last
         page's last (finished_at, job_id). One seek of the jobs_by_run index per page."""
-        query = "SELECT document FROM jobs WHERE run_id=?"
-        args: list[Any] = [run_id]
-        if after is not None:
-            query += " AND (finished_at, job_id) > (?, ?)"
-            args += [float(after[0]), str(after[1])]
-        args.append(int(limit))
-        rows = self._db.execute(query + " ORDER BY finished_at, job_id LIMIT ?", args).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [json.loads(r[0]) for r in self._run_page("document", run_id, after, limit)]
 
     def run_job_rows(
         self, run_id: str, *, after: tuple[float, str] | None = None, limit: int = DEFAULT_PAGE_JOBS
@@ -362,17 +355,23 @@ class ResultsStore:
         job document's keys (`job_id`, `finished_at`, `model.name`, `target`, `requested`,
         `device`, `status`, `error`, `latency_ms.p50`): what a run's per-(model, target) table
         reads, with no document parsed (a summary is ~40 kB once parsed at 200 ops)."""
-        query = (
-            "SELECT job_id, finished_at, model_name, target, requested, device, status, error, latency_p50_ms"
-            " FROM jobs WHERE run_id=?"
-        )
+        columns = "job_id, finished_at, model_name, target, requested, device, status, error, latency_p50_ms"
+        return [job_row_document(row) for row in self._run_page(columns, run_id, after, limit)]
+
+    def _run_page(
+        self, columns: str, run_id: str, after: tuple[float, str] | None, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """`columns` of one page of the run's jobs by (finished_at, job_id), from just past `after`."""
+        query = f"SELECT {columns} FROM jobs WHERE run_id=?"
         args: list[Any] = [run_id]
         if after is not None:
             query += " AND (finished_at, job_id) > (?, ?)"
             args += [float(after[0]), str(after[1])]
         args.append(int(limit))
-        rows = self._db.execute(query + " ORDER BY finished_at, job_id LIMIT ?", args).fetchall()
-        return [job_row_document(row) for row in rows]
+        rows: list[tuple[Any, ...]] = self._db.execute(
+            query + " ORDER BY finished_at, job_id LIMIT ?", args
+        ).fetchall()
+        return rows
 
     def iter_run_job_summaries(self, run_id: str, page: int = DEFAULT_PAGE_JOBS) -> Iterator[dict[str, Any]]:
         """Every job summary of the run, in run_job_summaries' order, read `page` at a time: the

@@ -136,25 +136,9 @@ def test_a_night_outlives_its_submitter_paused_past_the_submitter_timeout(lab: L
     assert_every_planned_job_once(lab, stored_run(store, json.loads(stdout)["run_id"]), models)
 
 
-def write_every_unit_suite(path: Path, model: Path) -> Path:
-    lines = [
-        "name: every-unit",
-        "devices: ['simulated:*']",
-        "targets: [ort/xnnpack]",
-        "runs: 100",
-        "warmup: 0",
-        "repeats: 1",
-        "allow_simulated: true",
-        "models:",
-        f"  - path: {model}",
-    ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def night_on_every_unit(lab: Lab, tmp_path: Path, timeout_s: float) -> tuple[int, list[dict[str, Any]]]:
     """`farm nightly` over `simulated:*`: its exit code and every job it stored."""
-    suite = write_every_unit_suite(tmp_path / "every.yaml", write_model(tmp_path / "every.onnx"))
+    suite = blink_suite(tmp_path, "every-unit", 1)
     done = lab.farm("nightly", str(suite), "--address", lab.cluster.address, "--json", timeout_s=timeout_s)
     assert done.stdout, done.stderr[-3000:]
     run_id = json.loads(done.stdout)["run_id"]
