@@ -130,6 +130,11 @@ class FleetClient:
             if remaining:
                 with suppress(Exception):
                     ray.get(self.fleet.cancel.remote(submission), timeout=5)
+            else:
+                # every job ended: the fleet forgets the submission now (a submitter that lives on,
+                # as `farm serve` does for its API's submissions, would otherwise stay watched)
+                with suppress(Exception):
+                    self.fleet.cancel.remote(submission)
 
 
 def _controller_lost(exc: BaseException) -> SchedulingError:
