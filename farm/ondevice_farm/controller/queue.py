@@ -83,7 +83,6 @@ class Schedule:
         self.units: dict[str, UnitSlot] = {}
         self.queues: OrderedDict[str, SubmissionQueue] = OrderedDict()
         self.running: dict[str, tuple[QueuedJob, UnitSlot]] = {}
-        self._pending = 0
 
     # -- units ---------------------------------------------------------------------------
 
@@ -133,23 +132,21 @@ class Schedule:
             [QueuedJob(spec=s, submission=submission, queued_at=queued_at) for s in ordered],
             time.monotonic() if now is None else now,
         )
-        self._pending += len(specs)
 
     def requeue(self, job: QueuedJob, now: float | None = None) -> None:
         """A job to try again: first in its submission's line."""
         queue = self.queues.setdefault(job.submission, SubmissionQueue())
         queue.push_front(job, time.monotonic() if now is None else now)
-        self._pending += 1
 
     def cancel(self, submission: str) -> list[QueuedJob]:
         queue = self.queues.pop(submission, None)
         if queue is None:
             return []
-        self._pending -= len(queue)
         return list(queue)
 
     def pending(self) -> int:
-        return self._pending
+        # a sum over submissions (a few), each queue's own count: no second count to keep in step
+        return sum(len(q) for q in self.queues.values())
 
     def _idle(self, now: float) -> dict[str, list[UnitSlot]]:
         idle: dict[str, list[UnitSlot]] = {}
@@ -201,7 +198,6 @@ class Schedule:
                 slot = self._pick(job, profile_idle)
                 assert slot is not None  # `_next` only offers a job some idle unit matches
                 queue.pop(job.spec.selector)
-                self._pending -= 1
                 profile_idle.remove(slot)
                 slot.running = job.spec.job_id
                 self.running[job.spec.job_id] = (job, slot)
@@ -261,7 +257,6 @@ class Schedule:
                 expired = queue.expire(selector, now)
                 if not expired:
                     continue
-                self._pending -= len(expired)
                 self._unplaced(line, expired, down, now, result)
             queue.drop_empty()
         for submission in [s for s, q in self.queues.items() if not q]:
