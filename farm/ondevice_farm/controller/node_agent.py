@@ -179,10 +179,9 @@ class NodeAgent:
         control group, and one whose call fails is dead): their actors are dropped, so this
         sync starts new ones. An actor that does not answer within `alive_timeout_s` is busy,
         not dead: it is asked again next time."""
-
         handles = self._handles()
         if names is None:
-            dead_ids = self._unanswered_by_death(handles)
+            dead_ids = self._dead_actor_ids(handles)
         else:
             dead_ids = {id(handles[n]) for n in names if n in handles}
         dead = [name for name, h in handles.items() if id(h) in dead_ids]
@@ -192,7 +191,7 @@ class NodeAgent:
         self.shared = [s for s in self.shared if id(s.handle) not in dead_ids]
         return dead
 
-    def _unanswered_by_death(self, handles: dict[str, Any]) -> set[int]:
+    def _dead_actor_ids(self, handles: dict[str, Any]) -> set[int]:
         """The ids of the actors among `handles` whose liveness call failed because they died."""
         import ray
         import ray.exceptions as rex
