@@ -96,7 +96,7 @@ def test_a_cached_compile_equals_a_fresh_one_while_its_artifact_is_stored(
     assert json.loads(entry.read_text())["sha256"] == again.sha256
 
 
-@pytest.mark.parametrize("command", ["runs", "show", "submit", "devices", "serve"])
+@pytest.mark.parametrize("command", ["runs", "show", "submit", "devices", "serve", "cancel"])
 def test_a_command_imports_neither_onnx_nor_ray_before_it_runs(command: str) -> None:
     """onnx costs 1-4 s to import, Ray 0.5-2 s: `farm COMMAND --help` loads neither."""
     probe = (

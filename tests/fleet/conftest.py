@@ -58,8 +58,20 @@ class Fleet:
         wait_for(announced, 30, "farm serve to announce its /metrics")
         return found[-1]
 
+    def api_url(self) -> str:
+        """The running controller's submit API, as `farm serve` announced it."""
+        found: list[str] = []
+
+        def announced() -> bool:
+            found[:] = re.findall(r"submit API on (http://\S+?):? ", self.cluster.log("serve"))
+            return bool(found)
+
+        wait_for(announced, 30, "farm serve to announce its submit API")
+        return found[-1]
+
     def restart_serve(self) -> None:
-        """A new controller; the agents find it and register their units again within a second."""
+        """A new controller: it adopts the running fleet (detached, controller/fleet_owner.py), or
+        starts one, with which the agents register their units again within a second."""
         self.serves.append(start_serve(self.cluster, self.home))
         expected = len(WORKERS) * (1 + SIMULATED_PER_NODE)
         wait_for(

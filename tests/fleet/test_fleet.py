@@ -7,6 +7,7 @@ The tests share one cluster and run in file order; the last one kills a worker n
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
 import subprocess
 import time
@@ -308,11 +309,11 @@ def run_jobs_in_store(fleet: Fleet, suite: str) -> tuple[str | None, str | None,
     return row[0], row[1], jobs
 
 
-def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
+def test_a_night_outlives_a_controller_killed_mid_suite_and_a_submitters_crash_leaves_no_half_run(
     fleet: Fleet, tmp_path: Path, tiny_model: Path
 ) -> None:
     models = [make_model(tmp_path, f"c{i}", 8 + i) for i in range(12)]
-    suite = write_suite(tmp_path / "crash.yaml", "crash", models, ["simulated"], runs=600, warmup=0)
+    suite = write_suite(tmp_path / "crash.yaml", "crash", models, ["simulated"], runs=2000, warmup=0)
     nightly = spawn_farm(
         fleet,
         "crash",
@@ -325,15 +326,20 @@ def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
     )
     try:
         wait_for(lambda: len(run_jobs_in_store(fleet, "crash")[2]) >= 2, 90, "two jobs of the suite stored")
-        kill_tree(fleet.serve.pid)  # the controller (and its fleet actor) dies mid-suite
-        _, stderr = nightly.communicate(timeout=60)
+        # the controller dies mid-suite; its fleet actor is detached and runs the night on
+        kill_tree(fleet.serve.pid)
+        fleet.restart_serve()  # adopts the fleet
+        stdout, stderr = nightly.communicate(timeout=120)
     finally:
         kill_tree(nightly.pid)
-    assert nightly.returncode == 7, stderr[-2000:]
-    assert "lost the farm controller" in " ".join(stderr.split())
-    fleet.restart_serve()  # the new controller marks the dead one's run
+    assert nightly.returncode == 0, stderr[-2000:]
+    assert "adopted the fleet a controller that died left running" in fleet.cluster.log("serve")
     run_id, status, jobs = run_jobs_in_store(fleet, "crash")
-    assert status == "interrupted" and len(jobs) >= 2 and set(jobs) == {"ok"}
+    assert run_id == parse(stdout, stderr)["run_id"]
+    assert status == "complete" and jobs == ["ok"] * len(models)
+    # while its owner lives, no second controller takes the fleet
+    second = fleet.farm("serve", "--address", fleet.cluster.address, "--api-port", "0", timeout_s=90)
+    assert second.returncode != 0 and "already running" in second.stderr, second.stderr[-2000:]
 
     killed = spawn_farm(
         fleet, "crash2", "nightly", "--allow-simulated", str(suite), "--address", fleet.cluster.address
@@ -347,15 +353,54 @@ def test_a_controller_or_submitter_crash_keeps_completed_jobs_and_no_half_run(
         kill_tree(killed.pid)
     second, status, _ = run_jobs_in_store(fleet, "crash")
     assert status == "running"
-    # the controller owns the run: once the submitter timeout (4 s here) passes, it marks it
-    wait_for(lambda: run_jobs_in_store(fleet, "crash")[1] == "interrupted", 30, "the run marked interrupted")
-    assert run_jobs_in_store(fleet, "crash")[0] == second
-    done = fleet.farm(
-        "submit", str(tiny_model), "--devices", "simulated", "--runs", "3", "--address", fleet.cluster.address
+    # the night is the controller's: it runs to its end, and the fleet finishes the run
+    wait_for(lambda: run_jobs_in_store(fleet, "crash")[1] != "running", 90, "the night to end")
+    assert run_jobs_in_store(fleet, "crash") == (second, "complete", ["ok"] * len(models))
+
+
+def test_a_night_handed_to_the_controller_is_left_followed_again_and_cancelled(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Ctrl-C on a following `farm nightly --address` stops following, not the night; `--follow
+    RUN` waits for its end and gives the verdict; `--detach` returns at once; `farm cancel RUN`
+    stops a night, marking it interrupted."""
+    models = [make_model(tmp_path, f"h{i}", 8 + i) for i in range(12)]
+    suite = write_suite(tmp_path / "handed.yaml", "handed", models, ["simulated"], runs=2000, warmup=0)
+    address = ("--address", fleet.cluster.address)
+    follower = spawn_farm(fleet, "handed", "nightly", "--allow-simulated", str(suite), *address)
+    try:
+        wait_for(lambda: len(run_jobs_in_store(fleet, "handed")[2]) >= 2, 90, "two jobs of the night stored")
+        follower.send_signal(signal.SIGINT)
+        _, stderr = follower.communicate(timeout=60)
+    finally:
+        kill_tree(follower.pid)
+    assert follower.returncode == 130, stderr[-2000:]
+    run_id, status, _ = run_jobs_in_store(fleet, "handed")
+    assert f"stopped following run {run_id}: it goes on in the controller" in " ".join(stderr.split())
+    assert run_id is not None and status == "running"
+    followed = fleet.farm(
+        "nightly", "--allow-simulated", str(suite), *address, "--follow", run_id[:18], "--json", timeout_s=120
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    # the dead submitter's queued jobs were dropped: the fleet goes idle
-    wait_for(lambda: not busy_units(fleet), 30, "the fleet to drop the dead submitter's jobs")
+    assert followed.returncode == 0, followed.stderr[-2000:]
+    verdict = run_json(followed)
+    assert verdict["run_id"] == run_id and verdict["status"] == "complete" and len(verdict["jobs"]) == 12
+    assert "comparison" in verdict
+    assert run_jobs_in_store(fleet, "handed") == (run_id, "complete", ["ok"] * len(models))
+
+    began = time.monotonic()
+    detached = fleet.farm("nightly", "--allow-simulated", str(suite), *address, "--detach", "--json")
+    assert detached.returncode == 0, detached.stderr[-2000:]
+    handed = run_json(detached)
+    assert handed["status"] == "running" and handed["planned_jobs"] == 12
+    cancelled = fleet.farm("cancel", handed["run_id"], "--address", fleet.api_url())  # over the submit API
+    took_s = time.monotonic() - began
+    assert cancelled.returncode == 0, cancelled.stderr[-2000:]
+    assert f"run {handed['run_id']} cancelled" in cancelled.stderr
+    second, status, jobs = run_jobs_in_store(fleet, "handed")
+    assert second == handed["run_id"] and status == "interrupted" and len(jobs) < 12, (status, jobs, took_s)
+    again = fleet.farm("cancel", handed["run_id"], *address)
+    assert again.returncode == 7 and "has no jobs on this controller" in again.stderr
+    wait_for(lambda: not busy_units(fleet), 30, "the cancelled night's jobs stopped")
 
 
 def test_killing_a_worker_node_mid_suite_loses_no_job(fleet: Fleet, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from ondevice_farm.controller.client import FleetClient
 from ondevice_farm.controller.cluster import ClusterConfig
 from ondevice_farm.controller.fleet import JobEvent
 from ondevice_farm.controller.queue import JobSpec
-from ondevice_farm.nightly.run import run_nightly
+from ondevice_farm.nightly.run import NightlyResult, run_nightly
 from ondevice_farm.nightly.suite import load_suite
 from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, load_profiles
 from ondevice_farm.run_reader import iter_job_summaries
@@ -81,8 +81,12 @@ class HostFleet(FleetClient):
         on_event: Callable[[JobEvent], None] | None = None,
         run_id: str | None = None,
         writing: Any = None,
+        owned: bool = False,
+        on_submitted: Callable[[], None] | None = None,
     ) -> Iterator[JobEvent]:
         # no Ray fleet to write the jobs: the events carry the runs, and the pipeline writes them
+        if on_submitted is not None:
+            on_submitted()
         for spec in specs:
             if self.during_job is not None:
                 self.during_job(spec)
@@ -164,6 +168,7 @@ def run_night(month: Month, night: int, nights_ago: float, change_every: int) ->
         settings=month.fleet.settings,
         cluster=ClusterConfig(),
     )
+    assert isinstance(result, NightlyResult)  # embedded: followed to its end
     _backdate(month.home.root, began, month.fleet.clock.time())
     # the night's result keeps counts, not jobs: the jobs as the store has them (summaries)
     with ResultsStore(month.home.store_path) as store:

@@ -29,6 +29,7 @@ from ondevice_farm.api.submissions import SubmissionService
 from ondevice_farm.api.wire import (
     API_VERSION,
     BLOBS_PATH,
+    CANCEL_PATH,
     DEFAULT_API_HOST,
     DEFAULT_API_PORT,
     EVENT_HEARTBEAT,
@@ -123,6 +124,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == STORE_PATH:
             self._read_store()
             return
+        if self.path == CANCEL_PATH:
+            self._cancel_run()
+            return
         if self.path != SUBMISSIONS_PATH:
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no such path: {self.path}"})
             return
@@ -180,6 +184,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except TypeError as exc:  # arguments the method does not take
             self._reply(HTTPStatus.OK, {"error": error_json(UsageError(f"a store read: {exc}"))})
+            return
+        self._reply(HTTPStatus.OK, {"result": result})
+
+    def _cancel_run(self) -> None:
+        try:
+            length = self._length()
+            if length > MAX_SUBMISSION_BYTES:
+                raise UsageError(f"a cancel of {length} bytes")
+            try:
+                run = json.loads(self.rfile.read(length))["run"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise UsageError(f"a cancel is {{run}}: {exc}") from None
+            result = self.server.service.cancel_run(str(run))
+        except FarmError as exc:
+            self._reply(HTTPStatus.OK, {"error": error_json(exc)})
             return
         self._reply(HTTPStatus.OK, {"result": result})
 

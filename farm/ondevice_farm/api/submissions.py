@@ -112,6 +112,13 @@ class SubmissionService:
             return [_plain(r) for r in result]
         return _plain(result)
 
+    def cancel_run(self, run: str) -> dict[str, Any]:
+        """`farm cancel RUN --address http://...`: as through Ray."""
+        from ondevice_farm.controller.client import cancel_run
+
+        run_id, left = cancel_run(self.fleet, run)
+        return {"run_id": run_id, "left": left}
+
     def _run(self, body: SubmissionBody, emit: Emit, stop: threading.Event) -> dict[str, Any]:
         from ondevice_farm.controller.client import FleetClient
         from ondevice_farm.controller.pipeline import check_requests, submit_on

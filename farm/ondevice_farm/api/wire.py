@@ -38,6 +38,8 @@ BLOBS_PATH = "/v1/blobs/"
 SUBMISSIONS_PATH = "/v1/submissions"
 #: `POST` {"method", "args", "kwargs"}: one read of the controller's results store
 STORE_PATH = "/v1/store"
+#: `POST` {"run": RUN}: `farm cancel RUN`; answers {"result": {"run_id", "left"}} or {"error"}
+CANCEL_PATH = "/v1/cancel"
 #: what a submitter may read through the API: the store methods `farm runs/show/report` use
 STORE_READS = frozenset(
     {"runs", "run", "resolve_run_id", "jobs", "job_counts", "run_job_summaries", "run_job_rows", "job"}

@@ -27,6 +27,7 @@ COMMANDS = {
     "nightly": "ondevice_farm.cli.nightly:nightly",
     "compare": "ondevice_farm.cli.compare:compare",
     "gc": "ondevice_farm.cli.gc:gc",
+    "cancel": "ondevice_farm.cli.cancel:cancel",
 }
 
 

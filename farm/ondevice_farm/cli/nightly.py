@@ -20,7 +20,7 @@ from ondevice_farm.errors import UsageError
 from ondevice_farm.json_values import json_default
 
 if TYPE_CHECKING:
-    from ondevice_farm.nightly.run import NightlyResult
+    from ondevice_farm.nightly.run import HandedOver, NightlyResult
     from ondevice_farm.run_reader import RunReader
 
 #: `farm nightly` exits with this when a job regressed against the baseline
@@ -49,6 +49,18 @@ EXIT_REGRESSION = 1
     help="Print the run, every job whole (written as each is read) and the comparison as one JSON document.",
 )
 @click.option(
+    "--detach",
+    is_flag=True,
+    help="With --address: hand the night to the controller and return at once (it runs to its end "
+    "without this command; --follow RUN gives its verdict).",
+)
+@click.option(
+    "--follow",
+    "follow_run",
+    metavar="RUN",
+    help="With --address: wait for the suite's night RUN (id or prefix) to end, then give its verdict.",
+)
+@click.option(
     "--allow-simulated",
     is_flag=True,
     help="Run the suite on simulated units too (a simulated lab; their figures are synthetic).",
@@ -63,18 +75,34 @@ def nightly(
     pushgateway: str | None,
     html_path: Path | None,
     as_json: bool,
+    detach: bool,
+    follow_run: str | None,
     allow_simulated: bool,
 ) -> None:
-    """Run the suite SUITE (YAML: models x devices x targets) and report regressions."""
+    """Run the suite SUITE (YAML: models x devices x targets) and report regressions.
+
+    With --address the night is the controller's: Ctrl-C stops following it, not the night
+    (`farm cancel RUN` stops it)."""
     from ondevice_farm.controller.cluster import ClusterConfig
     from ondevice_farm.nightly.report import print_summary
-    from ondevice_farm.nightly.run import run_nightly
+    from ondevice_farm.nightly.run import HandedOver, run_nightly
     from ondevice_farm.nightly.suite import load_suite, refuse_simulated
     from ondevice_farm_agents.simulated.agent import PROFILE
     from ondevice_farm_agents.simulated.profile import is_simulated
 
     if html_path is not None and not html_path.parent.is_dir():
         raise UsageError(f"--html {html_path}: no folder {html_path.parent}")
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if detach and follow_run:
+        raise UsageError("--detach and --follow: give one (--detach starts a night, --follow waits for one)")
+    if (detach or follow_run) and address is None:
+        option = "--detach" if detach else "--follow"
+        raise UsageError(
+            f"{option} needs a controller (--address or $RAY_ADDRESS): an embedded night ends with "
+            "its command"
+        )
+    if detach and (html_path is not None or pushgateway):
+        raise UsageError("--detach gives no verdict to write or push: give --html/--pushgateway to --follow")
     suite = load_suite(suite_path)
     profiles, settings = fleet_settings(state)
     simulated = {PROFILE} | {name for name, p in profiles.items() if is_simulated(p)}
@@ -82,17 +110,40 @@ def nightly(
     # bound now: while Ray runs, `sys.stdout` is stderr (controller/cluster.py), and the one JSON
     # document is written before Ray is let go
     stdout = sys.stdout
-    result = run_nightly(
-        suite,
-        home=state.home,
-        profiles=profiles,
-        settings=settings,
-        cluster=ClusterConfig(address=address or os.environ.get("RAY_ADDRESS") or None),
-        baseline=baseline,
-        progress=StderrProgress(),
-        store_location=state.store,
-        read_stored=(lambda store, done: write_nightly_json(store, done, stdout)) if as_json else None,
-    )
+    read_stored = (lambda store, done: write_nightly_json(store, done, stdout)) if as_json else None
+    cluster = ClusterConfig(address=address)
+    if follow_run is not None:
+        from ondevice_farm.nightly.follow import follow_nightly
+
+        result = follow_nightly(
+            suite,
+            follow_run,
+            home=state.home,
+            profiles=profiles,
+            settings=settings,
+            cluster=cluster,
+            progress=StderrProgress(),
+            baseline=baseline,
+            store_location=state.store,
+            read_stored=read_stored,
+        )
+    else:
+        night = run_nightly(
+            suite,
+            home=state.home,
+            profiles=profiles,
+            settings=settings,
+            cluster=cluster,
+            baseline=baseline,
+            progress=StderrProgress(),
+            store_location=state.store,
+            read_stored=read_stored,
+            detach=detach,
+        )
+        if isinstance(night, HandedOver):
+            say_handed_over(night, suite_path, as_json, stdout)
+            return
+        result = night
     if pushgateway:
         from ondevice_farm.metrics.pushgateway import push_run_summary
 
@@ -105,6 +156,20 @@ def nightly(
         print_summary(result)
     if result.comparison.regressions or result.run["status"] == "failed":
         sys.exit(EXIT_REGRESSION)
+
+
+def say_handed_over(night: HandedOver, suite_path: Path, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        out.write(
+            json.dumps({"run_id": night.run_id, "status": "running", "planned_jobs": night.planned_jobs})
+            + "\n"
+        )
+    click.echo(
+        f"run {night.run_id}: {night.planned_jobs:,} job(s) handed to the controller, which runs them to the "
+        f"end; `farm nightly {suite_path} --follow {night.run_id}` gives the verdict, "
+        f"`farm cancel {night.run_id}` stops it",
+        err=True,
+    )
 
 
 def write_nightly_json(store: RunReader, result: NightlyResult, out: TextIO) -> None:

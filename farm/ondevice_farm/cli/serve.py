@@ -1,4 +1,5 @@
-"""`farm serve`: the controller. The fleet actor (registry and job queue) lives as long as this."""
+"""`farm serve`: the controller. The fleet actor (registry and job queue) lives as long as this,
+or, if this dies without being stopped, until the next `farm serve` adopts it (fleet_owner.py)."""
 
 from __future__ import annotations
 
@@ -16,46 +17,53 @@ from ondevice_farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signa
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.cli.gc import policy_from, policy_options
 from ondevice_farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
+from ondevice_farm.controller.fleet_owner import Claim
 from ondevice_farm.controller.ray_auth import read_token, submitter_instructions, use_local_token
 from ondevice_farm.metrics.budget import DEFAULT_ADHOC_SERIES, ExportLimits
+from ondevice_farm.version import farm_version
 
 STATUS_EVERY_S = 60.0
 
 
-def farm_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    from ondevice_farm.errors import DISTRIBUTION
-
-    try:
-        return version(DISTRIBUTION)
-    except PackageNotFoundError:  # run from a tree that was never installed
-        return "unknown"
-
-
-def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> Any:
+def _start_fleet(node_id: str, submitter_timeout_s: float, store: str) -> tuple[Any, Claim]:
+    """The fleet actor: a new one, or the one a controller that died left running (detached, so
+    that its nights go on: controller/fleet_owner.py), claimed for this process."""
     import ray
 
     from ondevice_farm.controller.cluster import RAY_NAMESPACE
     from ondevice_farm.controller.fleet import FLEET_ACTOR_NAME, fleet_actor_class
     from ondevice_farm.controller.node_agent import node_strategy
-    from ondevice_farm.errors import SchedulingError
 
-    try:
-        ray.get_actor(FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE)
-    except ValueError:
-        pass
-    else:
-        raise SchedulingError(
-            "a farm controller is already running on this cluster", hint="stop the other `farm serve` first"
-        )
     fleet = (
         fleet_actor_class()
-        .options(name=FLEET_ACTOR_NAME, namespace=RAY_NAMESPACE, scheduling_strategy=node_strategy(node_id))
+        .options(
+            name=FLEET_ACTOR_NAME,
+            namespace=RAY_NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            scheduling_strategy=node_strategy(node_id),
+        )
         .remote(submitter_timeout_s=submitter_timeout_s, store_location=store)
     )
-    ray.get(fleet.units.remote())  # the actor is up before agents and submitters look for it
-    return fleet
+    # the actor is up, and ours, before agents and submitters look for it
+    claim: Claim = ray.get(fleet.claim.remote(ray.get_runtime_context().get_job_id(), store))
+    return fleet, claim
+
+
+def _say_adopted(claim: Claim) -> None:
+    if not claim.adopted:
+        return
+    click.echo(
+        f"adopted the fleet a controller that died left running: {claim.runs} run(s), "
+        f"{claim.queued_jobs} job(s) queued, {claim.running_jobs} running; they go on",
+        err=True,
+    )
+    if claim.version != farm_version():
+        click.echo(
+            f"the adopted fleet runs farm {claim.version}, this is {farm_version()}: it keeps its own "
+            "code until `farm serve` is stopped (Ctrl-C) and started again",
+            err=True,
+        )
 
 
 @click.command()
@@ -184,7 +192,8 @@ def serve(
     with ray_cluster(ClusterConfig(address=address, node_ip_address=node_ip)):
         stop = stop_on_signals()  # after ray.init, which installs handlers of its own
         node_id = ray.get_runtime_context().get_node_id()
-        fleet = _start_fleet(node_id, submitter_timeout_s, str(location))
+        fleet, claim = _start_fleet(node_id, submitter_timeout_s, str(location))
+        _say_adopted(claim)
         api = start_api_server(
             SubmissionService(
                 fleet, home, profiles, settings, BlobStore(home.root / "uploads"), CompileSlots(max_compiles)

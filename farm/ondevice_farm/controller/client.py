@@ -98,11 +98,16 @@ class FleetClient:
         on_event: Callable[[JobEvent], None] | None = None,
         run_id: str | None = None,
         writing: RunWriting | None = None,
+        owned: bool = False,
+        on_submitted: Callable[[], None] | None = None,
     ) -> Iterator[JobEvent]:
         """Submit `specs` as one submission (recording `run_id`, which the controller marks
         interrupted if this submitter vanishes); yield each job's final event as it arrives.
         With `writing`, the fleet stores each job as it finishes and its final event carries a
-        summary; without, the `done` event carries the unit's result (`farm compare`'s rounds)."""
+        summary; without, the `done` event carries the unit's result (`farm compare`'s rounds).
+        `owned`: the run is the controller's (fleet_runs.py): if this stops following before its
+        end, it goes on, and only `farm cancel` stops it; `on_submitted`: called once the fleet
+        has the jobs."""
         import ray
 
         remaining = {s.job_id for s in specs}
@@ -110,9 +115,13 @@ class FleetClient:
             # one id twice: the fleet would run both and this would hear one, so a job would be lost
             raise SchedulingError(f"{len(specs) - len(remaining)} job id(s) given twice in one submission")
         submission = secrets.token_hex(6)
+        submitted = False
         try:
             driver = ray.get_runtime_context().get_job_id()
-            ray.get(self.fleet.submit.remote(submission, specs, run_id, writing, driver))
+            ray.get(self.fleet.submit.remote(submission, specs, run_id, writing, driver, owned))
+            submitted = True
+            if on_submitted is not None:
+                on_submitted()
             while remaining:
                 if self.stop is not None and self.stop.is_set():
                     raise JobCancelledError("the submission was cancelled: its submitter went away")
@@ -128,13 +137,42 @@ class FleetClient:
             raise _controller_lost(exc) from None
         finally:
             if remaining:
+                # a night that is the controller's goes on without this submitter (`unfollow`),
+                # unless this stopped before it knew the fleet had it (its recorder then marks it)
+                leave = self.fleet.unfollow if owned and submitted else self.fleet.cancel
                 with suppress(Exception):
-                    ray.get(self.fleet.cancel.remote(submission), timeout=5)
+                    ray.get(leave.remote(submission), timeout=5)
             else:
                 # every job ended: the fleet forgets the submission now (a submitter that lives on,
                 # as `farm serve` does for its API's submissions, would otherwise stay watched)
                 with suppress(Exception):
                     self.fleet.cancel.remote(submission)
+
+    def hand_over(self, specs: list[JobSpec], run_id: str, writing: RunWriting) -> None:
+        """Submit `specs` as the controller's run, followed by no one (`farm nightly --detach`): the
+        fleet stores each job and finishes the run itself."""
+        import ray
+
+        try:
+            ray.get(self.fleet.submit.remote(secrets.token_hex(6), specs, run_id, writing, None, True, False))
+        except FarmError:
+            raise
+        except Exception as exc:
+            raise _controller_lost(exc) from None
+
+
+def cancel_run(fleet: Any, run: str) -> tuple[str, int]:
+    """`farm cancel RUN` (through Ray or the submit API): the run's id and how many of its jobs
+    were dropped or stopped (fleet_submissions.py `cancel_run`)."""
+    import ray
+
+    from ondevice_farm.controller.results import ControllerStore
+
+    run_id = ControllerStore(fleet).resolve_run_id(run)
+    try:
+        return run_id, int(ray.get(fleet.cancel_run.remote(run_id)))
+    except Exception as exc:
+        raise to_farm_error(exc) from None
 
 
 def _controller_lost(exc: BaseException) -> SchedulingError:

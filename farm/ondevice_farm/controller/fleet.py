@@ -14,18 +14,20 @@ built into its document and written to the store here, as it finishes (`JobWrite
 loop); its events then carry a `JobSummary`, not the unit's result. Other submissions (`farm
 compare`'s paired rounds) get the result itself in their `done` event.
 
-Cancel: a submission cancelled (its submitter's Ctrl-C or SIGTERM) or abandoned (no poll for
-`submitter_timeout_s`, and, for a submitter that is a Ray driver, Ray's word that the driver
-died: a paused or slow submitter is kept, submitters.py) has its queued jobs dropped and its
-running ones stopped on their units (`DeviceActor.cancel_job`, which the agent turns into a
-killed process or app).
+Cancel: a submission cancelled (its submitter's Ctrl-C or SIGTERM, or `farm cancel RUN`) or
+abandoned (no poll for `submitter_timeout_s`, and, for a submitter that is a Ray driver, Ray's
+word that the driver died: a paused or slow submitter is kept, submitters.py) has its queued jobs
+dropped and its running ones stopped on their units (`DeviceActor.cancel_job`, which the agent
+turns into a killed process or app). A night handed over as the controller's (`farm nightly
+--address`) is not abandoned with its submitter: it runs to its end and the fleet finishes its
+run (fleet_runs.py). `farm serve` makes this actor detached: a controller that dies leaves it
+running, and the next one adopts it (fleet_owner.py). What submitters call: fleet_submissions.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 from collections import deque
@@ -34,16 +36,19 @@ from typing import TYPE_CHECKING, Any
 
 from ondevice_farm.controller.fleet_events import EventBoard
 from ondevice_farm.controller.fleet_events import JobEvent as JobEvent  # where submitters found it first
+from ondevice_farm.controller.fleet_owner import Claim, FleetOwner
+from ondevice_farm.controller.fleet_runs import FleetRuns
 from ondevice_farm.controller.fleet_store import FleetStore
+from ondevice_farm.controller.fleet_submissions import FleetSubmissions
 from ondevice_farm.controller.job_context import JobEnd
-from ondevice_farm.controller.queue import Attempt, JobSpec, QueuedJob, Schedule, UnitSlot
+from ondevice_farm.controller.queue import Attempt, QueuedJob, Schedule, UnitSlot
 from ondevice_farm.controller.ray_errors import actor_died, is_retryable, to_farm_error
 from ondevice_farm.controller.submitters import SubmitterWatch, live_drivers
 from ondevice_farm.errors import FarmError, SchedulingError
 from ondevice_farm_agents.base import DeviceUnit
 
 if TYPE_CHECKING:
-    from ondevice_farm.controller.job_context import JobContext, RunWriting
+    from ondevice_farm.controller.job_context import JobContext
     from ondevice_farm.controller.job_writer import JobWriter
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,8 @@ DEFAULT_SUBMITTER_TIMEOUT_S = 30.0
 #: jobs queued at once, all submissions together: a queued job costs the fleet ~1-2 kB (its
 #: request is shared with its artifact's other jobs), so this bounds the queue near 2 GB
 DEFAULT_MAX_QUEUED_JOBS = 1_000_000
+#: how long a starting `farm serve` waits for Ray to say the fleet's owner died before refusing
+CLAIM_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,7 @@ class UnitEntry:
     cooldown_s: float = 0.0
 
 
-class FleetActorImpl:
+class FleetActorImpl(FleetSubmissions):
     """The plain class; `fleet_actor_class()` makes it an asyncio Ray actor."""
 
     def __init__(
@@ -83,8 +90,10 @@ class FleetActorImpl:
         #: the store this fleet writes finished jobs to and submitters write their runs to:
         #: `farm serve`'s, or an embedded submitter's own (`use_store`)
         self.store = FleetStore(store_location)
-        #: the run each submission records in the controller's store, interrupted if abandoned
-        self._run_of: dict[str, str] = {}
+        #: the `farm serve` that owns this fleet; a new one adopts it when that one died
+        self.owner = FleetOwner(store_location)
+        #: the run each submission records, and the nights that are the controller's own
+        self.runs = FleetRuns()
         #: builds and writes finished jobs of the submissions that hand over their contexts
         self._job_writer: JobWriter | None = None
         self.health_period_s = health_period_s
@@ -158,123 +167,41 @@ class FleetActorImpl:
         unit's result arriving to its next job being issued, while jobs were queued."""
         return {"send": list(self._send_s), "turnaround": list(self._turnaround_s)}
 
-    # -- submitters ----------------------------------------------------------------------
+    async def claim(self, job_id: str, store_location: str) -> Claim:
+        """`farm serve` (its Ray job `job_id`) owns this fleet from now on: at its start, or when
+        it adopts the fleet of a controller that died (fleet_owner.py)."""
+        from ondevice_farm.version import farm_version
 
-    async def use_store(self, location: str) -> list[str]:
-        """An embedded fleet's store: its submitter's own (`farm serve` names its store at start).
-        Like a starting `farm serve`, marks the runs dead controllers of this host left running;
-        returns their ids."""
-        return self.store.use(location)
-
-    async def store_call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A submitter's read or write of the controller's store (`ondevice_farm.controller.results`)."""
-        return await self.store.call(method, args, kwargs)
-
-    @property
-    def writer(self) -> JobWriter:
-        if self._job_writer is None:  # made on the actor's loop: its semaphore belongs there
-            from ondevice_farm.controller.job_writer import JobWriter
-
-            self._job_writer = JobWriter()
-        return self._job_writer
-
-    async def held_results(self) -> dict[str, int]:
-        """Units' results alive in this process now and at most so far (tests of the bound)."""
-        return self.writer.held()
-
-    async def submit(
-        self,
-        submission: str,
-        specs: list[JobSpec],
-        run_id: str | None = None,
-        writing: RunWriting | None = None,
-        driver_job_id: str | None = None,
-    ) -> None:
-        """Queue `specs`; with `writing`, each job is written to the store here as it finishes;
-        `driver_job_id`: the submitter's Ray job, asked after when it falls silent."""
-        queued = self.schedule.pending()
-        if queued + len(specs) > self.max_queued_jobs:
-            raise SchedulingError(
-                f"a submission of {len(specs):,} jobs: this controller queues at most "
-                f"{self.max_queued_jobs:,} at once ({queued:,} queued now)",
-                hint="split the suite into smaller nightlies, or wait for the queue to drain",
-            )
-        if writing is not None:
-            if self.store.results is None:
-                raise SchedulingError("this controller keeps no results store to write the jobs to")
-            self.writer.take(submission, writing)
-        if run_id is not None:
-            self._run_of[submission] = run_id
-        self.events.open(submission)
-        self.submitters.opened(submission, time.monotonic(), driver_job_id)
-        self.schedule.enqueue(submission, specs)
-        self._kick()
-
-    @functools.cached_property
-    def _own_handle(self) -> Any:
-        """This fleet as a Ray actor handle, for a DeviceActor to report progress to (None when
-        the fleet runs outside an actor, as some tests run it); looked up once, not per job."""
-        import ray
-
-        try:
-            return ray.get_runtime_context().current_actor
-        except Exception:
-            return None
-
-    async def job_progress(self, job_id: str, message: str) -> None:
-        """A running job's word on how it goes (a paired job's rounds): a `progress` event."""
-        entry = self.schedule.running.get(job_id)
-        if entry is not None:
-            job, slot = entry
-            self._emit(job.submission, JobEvent(job_id, "progress", message=message, unit=slot.key))
-
-    async def poll(self, submission: str, timeout_s: float) -> list[JobEvent]:
-        """The submission's events since the last poll; waits up to `timeout_s` for one."""
-        self.submitters.polled(submission, time.monotonic() + timeout_s)
-        return await self.events.take(submission, timeout_s)
-
-    async def cancel(self, submission: str) -> int:
-        """Drop the submission's queued jobs and stop its running ones; how many jobs it had left."""
-        self._run_of.pop(submission, None)
-        self.writer.drop(submission)
-        dropped = self.schedule.cancel(submission)
-        stopping = self._stop_running(submission)
-        self.submitters.closed(submission)
-        self.events.close(submission)
-        return len(dropped) + stopping
-
-    def _stop_running(self, submission: str) -> int:
-        """Ask each unit running one of the submission's jobs to stop it; the job's own `_finish`
-        frees the unit once the agent has stopped (the cancel is not awaited here: a phone may
-        take a few seconds to answer, and the submitter waits for this call)."""
-        from ondevice_farm.controller.actor import CONTROL_GROUP
-
-        running = [
-            (job, slot) for job, slot in self.schedule.running.values() if job.submission == submission
-        ]
-        for job, slot in running:
-            try:
-                ref = slot.actor.cancel_job.options(concurrency_group=CONTROL_GROUP).remote(job.spec.job_id)
-            except Exception as exc:  # an actor that died meanwhile: its job ends with it
-                log.warning("cannot stop job %s on %s: %s", job.spec.job_id, slot.key, exc)
-                continue
-            task = asyncio.get_running_loop().create_task(self._await_stop(job.spec.job_id, slot.key, ref))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return len(running)
-
-    @staticmethod
-    async def _await_stop(job_id: str, unit: str, ref: Any) -> None:
-        try:
-            stopped = await ref
-        except Exception as exc:
-            log.warning("stopping job %s on %s failed: %s", job_id, unit, exc)
-            return
-        log.info("job %s on %s: %s", job_id, unit, "stopped" if stopped else "had already ended")
+        loop = asyncio.get_running_loop()
+        alive = None
+        waited_s = 0.0
+        while self.owner.needs_liveness(job_id):
+            alive = await loop.run_in_executor(None, live_drivers)
+            # a controller killed a moment ago may still read as alive until Ray notices its end
+            if alive is None or self.owner.job_id not in alive or waited_s >= CLAIM_WAIT_S:
+                break
+            await asyncio.sleep(1.0)
+            waited_s += 1.0
+        adopted = self.owner.claim(job_id, store_location, alive)
+        if adopted:
+            log.info("adopted by the controller of Ray job %s: its predecessor died", job_id)
+        return Claim(
+            adopted=adopted,
+            version=farm_version(),
+            queued_jobs=self.schedule.pending(),
+            running_jobs=len(self.schedule.running),
+            runs=self.runs.count(),
+        )
 
     # -- the loop ------------------------------------------------------------------------
 
     def _emit(self, submission: str, event: JobEvent) -> None:
+        if event.final:
+            finished = self.runs.job_ended(submission)
+            if finished is not None:
+                task = asyncio.get_running_loop().create_task(self.store.finish_run(finished))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         self.events.emit(submission, event)
 
     def _kick(self) -> None:
@@ -319,7 +246,10 @@ class FleetActorImpl:
         if self.submitters.needs_drivers(silent):
             alive = await asyncio.get_running_loop().run_in_executor(None, live_drivers)
         for submission in self.submitters.gone(silent, alive):
-            run_id = self._run_of.get(submission)
+            if self.runs.owned(submission):  # the controller's night: it goes on without its submitter
+                await self.unfollow(submission)
+                continue
+            run_id = self.runs.run_of(submission)
             dropped = await self.cancel(submission)
             log.info("submission %s stopped polling: dropped or stopped its %d job(s)", submission, dropped)
             await self.store.mark_interrupted(run_id)
@@ -485,6 +415,8 @@ def serial_of(unit_key: str) -> str:
 
 
 def fleet_actor_class() -> Any:
+    """The fleet as a Ray actor class; `farm serve` names it and makes it detached
+    (fleet_owner.py), an embedded submitter's lives and dies with it."""
     import ray
 
     options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 1000}

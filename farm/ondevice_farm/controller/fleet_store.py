@@ -54,3 +54,18 @@ class FleetStore:
                 await self.call("mark_interrupted", (run_id,), {})
             except FarmError as exc:
                 log.warning("cannot mark run %s interrupted: %s", run_id, exc)
+
+    async def finish_run(self, run_id: str) -> None:
+        """The controller's own run ended: its status from its stored jobs' (the submitter's early
+        failures among them), as a following submitter would have written it."""
+        from ondevice_farm.controller.job_summary import RunCounts
+
+        try:
+            counts: dict[str, int] = await self.call("job_counts", (run_id,), {})
+            ok = counts.get("ok", 0)
+            status = RunCounts(ok=ok, failed=sum(counts.values()) - ok).status()
+            await self.call("finish_run", (run_id, status), {})
+        except FarmError as exc:
+            log.warning("cannot finish run %s: %s", run_id, exc)
+            return
+        log.info("run %s finished: %s", run_id, status)

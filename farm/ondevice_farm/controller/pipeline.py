@@ -232,24 +232,42 @@ def plan_model(
 
 
 def run_planned(
-    planned: list[PlannedModel], client: FleetClient, recorder: RunRecorder, progress: Progress
+    planned: list[PlannedModel],
+    client: FleetClient,
+    recorder: RunRecorder,
+    progress: Progress,
+    *,
+    owned: bool = False,
+    detach: bool = False,
 ) -> None:
     """Hand every job to the fleet as one submission, with what each job's document needs: the
-    fleet stores each job as soon as it is complete, and this hears its summary."""
+    fleet stores each job as soon as it is complete, and this hears its summary. `owned`: the
+    run is the controller's, run to its end if this stops following; `detach`: handed over and
+    not followed at all (the recorder's status stays "running")."""
     early = [doc for p in planned for doc in p.failed]
     contexts = {job_id: c for p in planned for job_id, c in p.contexts.items()}
     progress.jobs_started(len(contexts) + len(early))
     for doc in early:
         progress.job_finished(recorder.add_job(doc).to_document())
+    specs = [s for p in planned for s in p.specs]
+    writing = RunWriting(recorder.run_id, contexts)
+    if detach and specs:
+        client.hand_over(specs, recorder.run_id, writing)
+        recorder.handed_over = recorder.detached = True
+        return
+
+    def handed_over() -> None:
+        recorder.handed_over = owned
 
     def on_event(event: JobEvent) -> None:
         if event.kind in ("waiting", "retrying"):
             base = contexts[event.job_id].base
             progress.stage(f"{base['requested']} {base['target']}: {event.message}")
 
-    writing = RunWriting(recorder.run_id, contexts)
-    specs = [s for p in planned for s in p.specs]
-    for event in client.run(specs, on_event, run_id=recorder.run_id, writing=writing):
+    events = client.run(
+        specs, on_event, run_id=recorder.run_id, writing=writing, owned=owned, on_submitted=handed_over
+    )
+    for event in events:
         if event.summary is not None:
             summary = recorder.stored(event.summary)
         else:

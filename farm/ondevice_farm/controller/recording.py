@@ -51,6 +51,11 @@ class RunRecorder:
         self.run_id = run_id
         self.counts = RunCounts()
         self.status = "running"
+        #: the run's jobs are the controller's: it finishes the run, whether or not this follows
+        #: it to its end (controller/fleet_runs.py)
+        self.handed_over = False
+        #: handed over and not followed at all (`farm nightly --detach`): the run stays "running"
+        self.detached = False
 
     def add_job(self, job: dict[str, Any]) -> JobSummary:
         """Write a job this submitter made itself (one that failed before reaching a unit)."""
@@ -67,7 +72,8 @@ class RunRecorder:
 def recorded_run(
     store: RunStore, run_id: str, kind: str, document: dict[str, Any], suite: str | None = None
 ) -> Iterator[RunRecorder]:
-    """Start the run; finish it with its status, or mark it interrupted if the body raised."""
+    """Start the run; finish it with its status, or mark it interrupted if the body raised.
+    A run handed over to the controller is the controller's to finish or to mark: left as it is."""
     if isinstance(store, ResultsStore):  # the controller's store: `farm serve` does this at its start
         interrupt_orphans(store)
     store.start_run(run_id, kind, {**document, "controller": controller_identity()}, suite=suite)
@@ -75,8 +81,11 @@ def recorded_run(
     try:
         yield recorder
     except BaseException:
-        store.mark_interrupted(run_id)
-        recorder.status = "interrupted"
+        if not recorder.handed_over:
+            store.mark_interrupted(run_id)
+            recorder.status = "interrupted"
         raise
+    if recorder.detached:
+        return
     recorder.status = recorder.counts.status()
     store.finish_run(run_id, recorder.status)

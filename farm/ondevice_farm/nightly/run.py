@@ -44,6 +44,14 @@ from ondevice_farm.store import StoreLocation, new_run_id
 from ondevice_farm_agents.base import AgentSettings
 
 
+@dataclass(frozen=True)
+class HandedOver:
+    """`farm nightly --detach`: the night is the controller's now, running without this command."""
+
+    run_id: str
+    planned_jobs: int
+
+
 @dataclass
 class NightlyResult:
     #: the run's document without its jobs (its `job_counts`: how many, how many ok, by status):
@@ -101,12 +109,15 @@ class History:
     pinned_jobs: list[dict[str, Any]] | None = None
 
 
-def load_history(store: RunStore, suite: str, wanted: str | None) -> History:
+def load_history(store: RunStore, suite: str, wanted: str | None, before: str | None = None) -> History:
     """A failed job does not make its run unusable: each job's baseline is the last run in which
-    it succeeded. With `wanted`, every job is compared with that run (its history: older runs)."""
-    finished = [
-        r.run_id for r in store.runs(limit=RUNS_READ, kind="nightly", suite=suite) if r.status in FINISHED
-    ]
+    it succeeded. With `wanted`, every job is compared with that run (its history: older runs).
+    `before`: a run already stored (one followed to its end): only the runs older than it count."""
+    listed = store.runs(limit=RUNS_READ + (1 if before else 0), kind="nightly", suite=suite)
+    if before is not None:
+        ids = [r.run_id for r in listed]
+        listed = listed[ids.index(before) + 1 :] if before in ids else listed
+    finished = [r.run_id for r in listed if r.status in FINISHED]
     pinned_run = store.resolve_run_id(wanted) if wanted is not None else None
     if pinned_run is not None:
         finished = finished[finished.index(pinned_run) + 1 :] if pinned_run in finished else finished
@@ -153,7 +164,10 @@ def run_nightly(
     progress: Progress | None = None,
     store_location: StoreLocation | None = None,
     read_stored: StoreReader | None = None,
-) -> NightlyResult:
+    detach: bool = False,
+) -> NightlyResult | HandedOver:
+    """One night. With a controller (`cluster.address`) the night is the controller's: if this
+    stops following it (Ctrl-C), it goes on; `detach`: handed over, not followed at all."""
     progress = progress or SilentProgress()
     requests = [with_home_caches(r, home) for r in requests_for(suite)]
     checked, platforms = check_requests(requests, profiles, settings)
@@ -194,6 +208,7 @@ def run_nightly(
                 lease.hold_artifacts(home.artifacts, planned_artifacts(planned) | baselines)
             if paired:
                 progress.stage(f"{paired} changed job(s) run beside their last good artifact, interleaved")
+            planned_jobs = sum(len(p.specs) + len(p.failed) for p in planned)
             document = {
                 "run_id": run_id,
                 "kind": "nightly",
@@ -205,23 +220,52 @@ def run_nightly(
                     run_document(run_id, r, p)["model"] for r, p in zip(requests, prepared, strict=True)
                 ],
                 "settings": {"attempts": suite.attempts, "placement_deadline_s": suite.placement_deadline_s},
+                "planned_jobs": planned_jobs,
             }
+            owned = not client.embedded
             with recorded_run(store, run_id, "nightly", document, suite=suite.name) as recorder:
-                run_planned(planned, client, recorder, progress)
-            # the fleet wrote each job as it finished: tonight is compared from its job summaries,
-            # read a page at a time and let go (the verdicts' inputs are all in the summary,
-            # docs/results.md); what is kept of tonight is the comparison and a tally
-            tally = RunTally()
-            comparison = compare_runs(
-                tallied(iter_job_summaries(store, run_id), tally),
-                history.series,
-                suite.policy,
-                previous=history.previous,
-                pinned_run=history.pinned_run,
-                pinned_jobs=history.pinned_jobs,
-            )
-            document.update(status=recorder.status, job_counts=tally.counts())
-            result = NightlyResult(run=document, comparison=comparison, tally=tally)
-            if read_stored is not None:
-                read_stored(store, result)
+                try:
+                    run_planned(planned, client, recorder, progress, owned=owned, detach=detach)
+                except KeyboardInterrupt:
+                    if recorder.handed_over:
+                        progress.stage(stopped_following(run_id, suite))
+                    raise
+            if recorder.detached:
+                return HandedOver(run_id, planned_jobs)
+            result = night_verdict(store, document, recorder.status, history, suite, read_stored)
+    return result
+
+
+def stopped_following(run_id: str, suite: Suite) -> str:
+    where = f" {suite.source}" if suite.source else ""
+    return (
+        f"stopped following run {run_id}: it goes on in the controller (`farm cancel {run_id}` stops it; "
+        f"`farm nightly{where} --follow {run_id}` follows it again)"
+    )
+
+
+def night_verdict(
+    store: RunStore,
+    document: dict[str, Any],
+    status: str,
+    history: History,
+    suite: Suite,
+    read_stored: StoreReader | None,
+) -> NightlyResult:
+    """Tonight against its history. The fleet wrote each job as it finished: tonight is compared
+    from its job summaries, read a page at a time and let go (the verdicts' inputs are all in the
+    summary, docs/results.md); what is kept of tonight is the comparison and a tally."""
+    tally = RunTally()
+    comparison = compare_runs(
+        tallied(iter_job_summaries(store, str(document["run_id"])), tally),
+        history.series,
+        suite.policy,
+        previous=history.previous,
+        pinned_run=history.pinned_run,
+        pinned_jobs=history.pinned_jobs,
+    )
+    document.update(status=status, job_counts=tally.counts())
+    result = NightlyResult(run=document, comparison=comparison, tally=tally)
+    if read_stored is not None:
+        read_stored(store, result)
     return result
