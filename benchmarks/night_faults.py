@@ -88,6 +88,7 @@ def restart_serve(lab: Lab) -> dict[str, Any]:
     serve = lab.cluster.spawn(
         "serve2",
         lab.farm("serve", "--address", lab.cluster.address, "--metrics-port", "0", "--api-port", "0"),
+        env={"FARM_SIMULATED_DEVICES": "1"},  # the API's submissions name the simulated profile
     )
     lab.roots["farm serve"] = serve.pid
     deadline = time.monotonic() + 180
@@ -172,6 +173,11 @@ def follow_verdict(lab: Lab, suite: Path, run_id: str, root: Path) -> dict[str, 
         "verdicts": len(verdicts),
         "verdict_statuses": statuses,
         "regressions": sum(1 for j in verdicts if j.get("regression")),
+        "regressed": [
+            {k: j.get(k) for k in ("model", "device", "target", "findings")}
+            for j in verdicts
+            if j.get("regression")
+        ][:10],
     }
 
 
