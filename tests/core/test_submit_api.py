@@ -20,7 +20,9 @@ import pytest
 from ondevice_farm.api.blobs import BlobStore
 from ondevice_farm.api.server import ApiServer, start_api_server
 from ondevice_farm.api.wire import (
+    CANCEL_PATH,
     EVENT_DONE,
+    STORE_PATH,
     SUBMISSIONS_PATH,
     FileRef,
     SubmissionBody,
@@ -129,6 +131,46 @@ def _post(server: ApiServer, token: str) -> http.client.HTTPResponse:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     connection.request("POST", SUBMISSIONS_PATH, body, {"Authorization": f"Bearer {token}"})
     return connection.getresponse()
+
+
+class ControlService(WaitingService):
+    """Answers `farm cancel` and store reads: a known run cancels, any other is no such run."""
+
+    def cancel_run(self, run: str) -> dict[str, Any]:
+        if run != "r1":
+            raise UsageError(f"no run {run!r}")
+        return {"run_id": "r1", "left": 3}
+
+    def read_store(self, method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return {"method": method, "args": args}
+
+
+def _call(server: ApiServer, path: str, body: bytes) -> dict[str, Any]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request("POST", path, body, {"Authorization": f"Bearer {TOKEN}"})
+    answer = connection.getresponse()
+    assert answer.status == 200
+    decoded: dict[str, Any] = json.loads(answer.read())
+    return decoded
+
+
+def test_cancel_and_store_reads_answer_a_result_or_one_readable_error(tmp_path: Path) -> None:
+    server = start_api_server(ControlService(BlobStore(tmp_path / "uploads")), TOKEN, "127.0.0.1", 0)  # type: ignore[arg-type]
+    try:
+        assert _call(server, CANCEL_PATH, b'{"run": "r1"}') == {"result": {"run_id": "r1", "left": 3}}
+        for body, says in (
+            (b'{"run": "r9"}', "no run 'r9'"),
+            (b'{"runs": "r1"}', "a cancel is {run}"),
+            (b"not json", "a cancel that is not JSON"),
+        ):
+            error = error_from_event(_call(server, CANCEL_PATH, body)["error"])
+            assert isinstance(error, UsageError) and says in error.message, error.message
+        read = _call(server, STORE_PATH, b'{"method": "runs", "args": [5]}')
+        assert read == {"result": {"method": "runs", "args": [5]}}
+        error = error_from_event(_call(server, STORE_PATH, b"[1]")["error"])
+        assert "a store read is {method, args, kwargs}" in error.message
+    finally:
+        server.stop()
 
 
 def test_a_request_without_the_token_is_refused(api: tuple[ApiServer, WaitingService]) -> None:

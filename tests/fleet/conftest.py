@@ -49,24 +49,20 @@ class Fleet:
 
     def metrics_url(self) -> str:
         """The running controller's /metrics, as `farm serve` announced it."""
-        found: list[str] = []
-
-        def announced() -> bool:
-            found[:] = re.findall(r"metrics on (http://\S+/metrics)", self.cluster.log("serve"))
-            return bool(found)
-
-        wait_for(announced, 30, "farm serve to announce its /metrics")
-        return found[-1]
+        return self._announced(r"metrics on (http://\S+/metrics)", "its /metrics")
 
     def api_url(self) -> str:
         """The running controller's submit API, as `farm serve` announced it."""
+        return self._announced(r"submit API on (http://\S+?):? ", "its submit API")
+
+    def _announced(self, pattern: str, what: str) -> str:
         found: list[str] = []
 
         def announced() -> bool:
-            found[:] = re.findall(r"submit API on (http://\S+?):? ", self.cluster.log("serve"))
+            found[:] = re.findall(pattern, self.cluster.log("serve"))
             return bool(found)
 
-        wait_for(announced, 30, "farm serve to announce its submit API")
+        wait_for(announced, 30, f"farm serve to announce {what}")
         return found[-1]
 
     def restart_serve(self) -> None:

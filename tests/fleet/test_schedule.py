@@ -159,12 +159,17 @@ def test_a_movable_pinned_job_of_a_lost_unit_runs_on_another_unit_of_its_profile
     schedule.enqueue("s", [spec("fixed", "pixel8:u2"), spec("movable", "pixel8:u2", movable=True)])
     schedule.mark_down("pixel8:u2", "no longer attached")
     schedule.unplaceable(now=0.0)
-    placement = schedule.unplaceable(now=45.0)
-    assert [u.job.spec.job_id for u in placement.expired] == ["fixed"]
-    assert [u.job.spec.job_id for u in placement.moved] == ["movable"]
-    assert placement.moved[0].message.endswith("moved to any unit of pixel8")
-    ((job, slot),) = schedule.assign(now=45.0)
+    # the movable job does not wait for its unit: its suite said any unit of the profile will do
+    placement = schedule.unplaceable(now=1.0)
+    assert placement.expired == [] and [u.job.spec.job_id for u in placement.moved] == ["movable"]
+    assert (
+        placement.moved[0].message
+        == "unit pixel8:u2 is lost (no longer attached): moved to any unit of pixel8"
+    )
+    ((job, slot),) = schedule.assign(now=1.0)
     assert (job.spec.job_id, slot.key) == ("movable", "pixel8:u1")
+    assert schedule.unplaceable(now=44.0) == Placement()
+    assert [u.job.spec.job_id for u in schedule.unplaceable(now=45.0).expired] == ["fixed"]
 
 
 def test_a_job_joining_a_waiting_line_gets_its_own_full_wait() -> None:

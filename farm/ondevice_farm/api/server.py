@@ -19,6 +19,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -163,44 +164,49 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _read_store(self) -> None:
-        """`{"result": ...}`, or `{"error": ...}` with the store's FarmError (no such run, ...)."""
+    def _json_call(self, what: str, answer: Callable[[Any], Any]) -> None:
+        """A JSON body, `answer`ed as `{"result": ...}`, or `{"error": ...}` with the FarmError it
+        raised (no such run, ...); `what`: the call, as a refusal names it."""
         try:
             length = self._length()
             if length > MAX_SUBMISSION_BYTES:
-                raise UsageError(f"a store read of {length} bytes")
+                raise UsageError(f"{what} of {length} bytes")
             try:
                 call = json.loads(self.rfile.read(length))
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{what} that is not JSON: {exc}") from None
+            result = answer(call)
+        except FarmError as exc:
+            self._reply(HTTPStatus.OK, {"error": error_json(exc)})
+            return
+        self._reply(HTTPStatus.OK, {"result": result})
+
+    def _read_store(self) -> None:
+        def read(call: Any) -> Any:
+            try:
                 method, args, kwargs = (
                     call["method"],
                     list(call.get("args") or []),
                     dict(call.get("kwargs") or {}),
                 )
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            except (KeyError, TypeError, ValueError, AttributeError):
                 raise UsageError("a store read is {method, args, kwargs}") from None
-            result = self.server.service.read_store(str(method), args, kwargs)
-        except FarmError as exc:
-            self._reply(HTTPStatus.OK, {"error": error_json(exc)})
-            return
-        except TypeError as exc:  # arguments the method does not take
-            self._reply(HTTPStatus.OK, {"error": error_json(UsageError(f"a store read: {exc}"))})
-            return
-        self._reply(HTTPStatus.OK, {"result": result})
+            try:
+                return self.server.service.read_store(str(method), args, kwargs)
+            except TypeError as exc:  # arguments the method does not take
+                raise UsageError(f"a store read: {exc}") from None
+
+        self._json_call("a store read", read)
 
     def _cancel_run(self) -> None:
-        try:
-            length = self._length()
-            if length > MAX_SUBMISSION_BYTES:
-                raise UsageError(f"a cancel of {length} bytes")
+        def cancel(call: Any) -> Any:
             try:
-                run = json.loads(self.rfile.read(length))["run"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise UsageError(f"a cancel is {{run}}: {exc}") from None
-            result = self.server.service.cancel_run(str(run))
-        except FarmError as exc:
-            self._reply(HTTPStatus.OK, {"error": error_json(exc)})
-            return
-        self._reply(HTTPStatus.OK, {"result": result})
+                run = call["run"]
+            except (KeyError, TypeError):
+                raise UsageError("a cancel is {run}") from None
+            return self.server.service.cancel_run(str(run))
+
+        self._json_call("a cancel", cancel)
 
     def _start_stream(self) -> None:
         self.send_response(HTTPStatus.OK)

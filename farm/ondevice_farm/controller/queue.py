@@ -272,16 +272,17 @@ class Schedule:
             result.expired += [Unplaced(job, message) for job in jobs]
             return
         waited_s = min(line.deadline_s, jobs[0].spec.placement_deadline_s)
-        lost = (
-            f"unit {selector} is lost ({down.reason or 'down'}); it did not come back within {waited_s:.0f}s"
-        )
+        reason = f"unit {selector} is lost ({down.reason or 'down'})"
+        lost = f"{reason}; it did not come back within {waited_s:.0f}s"
         for job in jobs:
             if not job.spec.movable:
                 result.expired.append(Unplaced(job, lost, lost=True))
                 continue
             job.spec = dataclasses.replace(job.spec, selector=DeviceSelector(selector.profile), movable=False)
             self.requeue(job, now)
-            result.moved.append(Unplaced(job, f"{lost}: moved to any unit of {selector.profile}", lost=True))
+            result.moved.append(
+                Unplaced(job, f"{reason}: moved to any unit of {selector.profile}", lost=True)
+            )
 
     def next_wakeup(self, now: float) -> float | None:
         """Seconds until a cooling unit becomes free, if any job waits for one."""

@@ -38,10 +38,13 @@ class Line:
     unannounced: list[QueuedJob] = field(default_factory=list)
 
     def expiry_of(self, job: QueuedJob) -> float:
-        """When a job of this waiting line fails: its deadline from when it began to wait here."""
+        """When a job of this waiting line fails: its deadline from when it began to wait here. A
+        movable job of a lost unit (a finite unit-down deadline) does not wait for the unit: its
+        suite said any unit of the profile will do."""
         assert self.waiting_since is not None
         began = self.waiting_since if job.wait_from is None else job.wait_from
-        return began + min(self.deadline_s, job.spec.placement_deadline_s)
+        deadline_s = 0.0 if job.spec.movable and math.isfinite(self.deadline_s) else self.deadline_s
+        return began + min(deadline_s, job.spec.placement_deadline_s)
 
     def start_waiting(self, now: float, deadline_s: float) -> list[QueuedJob]:
         self.waiting_since, self.deadline_s, self.unannounced = now, deadline_s, []
