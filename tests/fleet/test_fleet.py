@@ -365,11 +365,13 @@ def test_a_night_handed_to_the_controller_is_left_followed_again_and_cancelled(
     RUN` waits for its end and gives the verdict; `--detach` returns at once; `farm cancel RUN`
     stops a night, marking it interrupted."""
     models = [make_model(tmp_path, f"h{i}", 8 + i) for i in range(12)]
-    suite = write_suite(tmp_path / "handed.yaml", "handed", models, ["simulated"], runs=2000, warmup=0)
+    # jobs of ~8 s (4,000 runs of 2 ms), 3 rounds on the 4 simulated units: the follower is still
+    # following when it is stopped, and the detached night still running when it is cancelled
+    suite = write_suite(tmp_path / "handed.yaml", "handed", models, ["simulated"], runs=4000, warmup=0)
     address = ("--address", fleet.cluster.address)
     follower = spawn_farm(fleet, "handed", "nightly", "--allow-simulated", str(suite), *address)
     try:
-        wait_for(lambda: len(run_jobs_in_store(fleet, "handed")[2]) >= 2, 90, "two jobs of the night stored")
+        wait_for(lambda: len(run_jobs_in_store(fleet, "handed")[2]) >= 1, 90, "a job of the night stored")
         follower.send_signal(signal.SIGINT)
         _, stderr = follower.communicate(timeout=60)
     finally:
