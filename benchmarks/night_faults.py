@@ -2,7 +2,7 @@
 `farm serve`, a PostgreSQL restart and the loss of a Ray node; then twenty API submitters at once.
 
     unshare -n sh -c 'ip link set lo up && .venv/bin/python benchmarks/night_faults.py [--json F]'
-    ... benchmarks/night_faults.py --quick     # 30 units, 300 jobs: a smoke run
+    ... benchmarks/night_faults.py --quick     # 30 units, 180 jobs: a smoke run (~3 min)
 
 The simulated lab of benchmarks/lab_scale.py (NODES Ray nodes on loopback, a PostgreSQL started
 here, `farm serve --store postgresql://...`, a `farm agent` per node serving its share of UNITS
@@ -371,7 +371,7 @@ def main() -> None:
     parser.add_argument(
         "--no-baseline", dest="baseline", action="store_false", help="skip the undisturbed night before"
     )
-    parser.add_argument("--quick", action="store_true", help="smoke run: 30 units, 300 jobs")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 30 units, 180 jobs")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.quick:
