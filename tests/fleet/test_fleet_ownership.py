@@ -49,10 +49,14 @@ def stored_job(store: ResultsStore, run_id: str, job_id: str, status: str) -> No
     )  # fmt: skip
 
 
-def test_an_unfollowed_night_of_the_controller_goes_on_and_the_fleet_finishes_its_run(tmp_path: Path) -> None:
+def fleet_with_store(tmp_path: Path) -> tuple[FleetActorImpl, ResultsStore]:
+    """A fleet writing to a SQLite store, and that store opened beside it."""
     location = tmp_path / "results.sqlite"
-    fleet = FleetActorImpl(store_location=str(location))
-    store = ResultsStore(location)
+    return FleetActorImpl(store_location=str(location)), ResultsStore(location)
+
+
+def test_an_unfollowed_night_of_the_controller_goes_on_and_the_fleet_finishes_its_run(tmp_path: Path) -> None:
+    fleet, store = fleet_with_store(tmp_path)
 
     async def scenario() -> None:
         owned = await night(fleet, store, "r1", 2, owned=True)
@@ -77,9 +81,7 @@ def test_an_unfollowed_night_of_the_controller_goes_on_and_the_fleet_finishes_it
 
 
 def test_farm_cancel_stops_a_night_marks_it_and_tells_its_follower_why(tmp_path: Path) -> None:
-    location = tmp_path / "results.sqlite"
-    fleet = FleetActorImpl(store_location=str(location))
-    store = ResultsStore(location)
+    fleet, store = fleet_with_store(tmp_path)
 
     async def scenario() -> None:
         submission = await night(fleet, store, "r3", 4, owned=True)

@@ -12,7 +12,6 @@ left behind as gone) hears why, as an error.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from ondevice_farm.errors import FarmError
 
@@ -21,25 +20,18 @@ from ondevice_farm.errors import FarmError
 REMEMBERED_ENDS = 1000
 
 
-@dataclass
-class OwnedRun:
-    run_id: str
-    #: jobs not yet ended
-    left: int
-
-
 class FleetRuns:
     def __init__(self) -> None:
         #: submission -> the run it records
         self._run_of: dict[str, str] = {}
-        #: submission -> the controller's own run, while any of its jobs has not ended
-        self._owned: dict[str, OwnedRun] = {}
+        #: submission -> how many jobs of the controller's own run have not ended
+        self._left: dict[str, int] = {}
         self._stopped: OrderedDict[str, FarmError] = OrderedDict()
 
     def recording(self, submission: str, run_id: str, jobs: int, owned: bool) -> None:
         self._run_of[submission] = run_id
         if owned:
-            self._owned[submission] = OwnedRun(run_id, jobs)
+            self._left[submission] = jobs
 
     def count(self) -> int:
         return len(self._run_of)
@@ -48,7 +40,7 @@ class FleetRuns:
         return self._run_of.get(submission)
 
     def owned(self, submission: str) -> bool:
-        return submission in self._owned
+        return submission in self._left
 
     def submission_of(self, run_id: str) -> str | None:
         return next((s for s, r in self._run_of.items() if r == run_id), None)
@@ -56,20 +48,18 @@ class FleetRuns:
     def job_ended(self, submission: str) -> str | None:
         """Count one of the submission's jobs as ended; the run's id when it was the controller's
         run's last job (the run is then the fleet's to finish, and forgotten here)."""
-        owned = self._owned.get(submission)
-        if owned is None:
+        if submission not in self._left:
             return None
-        owned.left -= 1
-        if owned.left > 0:
+        self._left[submission] -= 1
+        if self._left[submission] > 0:
             return None
-        del self._owned[submission]
-        self._run_of.pop(submission, None)
-        return owned.run_id
+        del self._left[submission]
+        return self._run_of.pop(submission, None)
 
     def forget(self, submission: str, because: FarmError | None = None) -> str | None:
         """The submission is cancelled or over; returns its run's id. With `because`, its
         submitter's next poll raises that."""
-        self._owned.pop(submission, None)
+        self._left.pop(submission, None)
         if because is not None:
             self.stopped_answering(submission, because)
         return self._run_of.pop(submission, None)

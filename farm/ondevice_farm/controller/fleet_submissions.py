@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import time
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from ondevice_farm.controller.fleet_events import EventBoard, JobEvent
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class FleetSubmissions:
+class FleetSubmissions(ABC):
+    """What the fleet actor (fleet.py) has that these calls use: its state, and its loop's
+    `_kick` and `_emit`."""
+
     schedule: Schedule
     max_queued_jobs: int
     store: FleetStore
@@ -37,11 +41,13 @@ class FleetSubmissions:
     _job_writer: JobWriter | None
     _tasks: set[asyncio.Task[None]]
 
+    @abstractmethod
     def _kick(self) -> None:
-        raise NotImplementedError  # the fleet's loop (fleet.py)
+        """Wake the fleet's loop: jobs to start."""
 
+    @abstractmethod
     def _emit(self, submission: str, event: JobEvent) -> None:
-        raise NotImplementedError
+        """Hand the submission's submitter an event."""
 
     async def use_store(self, location: str) -> list[str]:
         """An embedded fleet's store: its submitter's own (`farm serve` names its store at start).
