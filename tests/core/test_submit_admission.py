@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 
 from ondevice_farm.api.admission import ApiLimits, CompileSlots
 from ondevice_farm.api.blobs import BlobStore
-from ondevice_farm.api.client import ApiTarget, submit_over_api
+from ondevice_farm.api.client import ApiTarget, api_request, patiently, submit_over_api
 from ondevice_farm.api.server import ApiServer, start_api_server
 from ondevice_farm.api.wire import (
     EVENT_DONE,
@@ -138,7 +139,7 @@ def test_twenty_submitters_at_once_all_get_their_runs_with_the_threads_bounded(
     assert service.peak_threads <= LIMITS.max_connections + LIMITS.max_submissions
 
 
-class Stages:
+class Stages(SilentProgress):
     def __init__(self) -> None:
         self.said: list[str] = []
 
@@ -173,3 +174,39 @@ def test_compiles_take_turns_in_their_slots_and_a_waiting_one_can_be_cancelled()
     stop.clear()
     with slots.held(Stages(), stop):  # the slot came back
         pass
+
+
+def test_a_connection_reset_before_the_answer_is_asked_again_as_a_busy_controller() -> None:
+    """A refusal's close can beat the request: the submitter sees a reset, not the 429, and must
+    ask again (one CI run lost a submitter to exactly that)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answered: list[int] = []
+
+    def serve() -> None:
+        for attempt in range(2):
+            connection, _ = listener.accept()
+            if attempt == 0:  # reset: close at once with linger 0
+                connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                connection.close()
+                continue
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            connection.close()
+            answered.append(attempt)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    target = ApiTarget(url=f"http://127.0.0.1:{listener.getsockname()[1]}", token=None)
+
+    def ask() -> bytes:
+        with api_request(target, "GET", "/v1/anything") as response:
+            return response.read()
+
+    stages = Stages()
+    try:
+        assert patiently(ask, target, stages) == b"ok"
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+    assert answered == [1]
+    assert len(stages.said) == 1 and "closed the connection" in stages.said[0], stages.said

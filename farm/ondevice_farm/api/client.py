@@ -39,6 +39,8 @@ from ondevice_farm.progress import Progress
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 #: how long a submitter keeps asking a controller that answers 429 (busy) before it gives up
 DEFAULT_BUSY_WAIT_S = 600.0
+#: when to ask again after the controller reset the connection before answering (a refusal's race)
+DEFAULT_RESET_RETRY_S = 1.0
 T = TypeVar("T")
 
 
@@ -124,6 +126,13 @@ def api_request(
         try:
             connection.request(method, path, body=body, headers=target.headers(**(headers or {})))
             response = connection.getresponse()
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            # A controller past its connection limit answers 429 and closes; when the close beats
+            # the request, the client sees a reset instead (api/admission.py): busy, ask again.
+            raise ControllerBusyError(
+                f"the farm controller at {target.url} closed the connection ({exc.strerror or exc})",
+                DEFAULT_RESET_RETRY_S,
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise SchedulingError(
                 f"cannot reach the farm controller at {target.url}: {exc}",

@@ -311,9 +311,26 @@ class _ApiHttpServer(ThreadingHTTPServer):
         try:
             request.settimeout(1.0)
             request.sendall(head.encode() + payload)
+            # Closing a socket with unread bytes sends RST, and a client that gets RST before it
+            # reads the 429 sees "connection reset" instead: so half-close, then read what the
+            # client already sent, without waiting (this is the listening thread).
+            request.shutdown(socket.SHUT_WR)
+            _drain_without_waiting(request)
         except OSError:
             pass
         self.shutdown_request(request)
+
+
+def _drain_without_waiting(connection: socket.socket, most_bytes: int = 1 << 20) -> None:
+    read = 0
+    while read < most_bytes:
+        try:
+            chunk = connection.recv(65536, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        read += len(chunk)
 
 
 @dataclass
