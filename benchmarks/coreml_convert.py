@@ -51,7 +51,7 @@ def _measure(path_text: str) -> dict[str, Any]:
     import onnxruntime as ort
 
     from ondevice_farm.analysis.numeric import diff_output
-    from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+    from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
     from ondevice_farm.targets import Target
 
     path = Path(path_text)

@@ -20,7 +20,7 @@ import onnx
 import onnxruntime as ort
 
 from ondevice_farm.analysis.numeric import diff_output
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
 from ondevice_farm.targets import Target
 from tests.coreml.onnx_models import resnet_blocks, transformer_encoder
 from tests.coreml.quantized_models import feeds, quantize_qdq

@@ -194,7 +194,8 @@ def main(models: list[Path], threads_list: list[int | None], rounds: int, runs: 
     from ondevice_farm.config import FarmHome
     from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
     from ondevice_farm.controller.pipeline import submit
-    from ondevice_farm.controller.submission import SubmitRequest, prepare
+    from ondevice_farm.controller.submission import prepare
+    from ondevice_farm.controller.submit_request import SubmitRequest
     from ondevice_farm.profiles import load_profiles
     from ondevice_farm_agents.base import AgentSettings
 

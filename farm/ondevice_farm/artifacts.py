@@ -171,7 +171,7 @@ def extract_tree_tar(source: BinaryIO, target: Path) -> None:
 
 def sidecar_files(path: Path, data: tuple[str, ...] | None = None) -> list[Path]:
     """Files a compile wrote beside an artifact under its name plus a suffix (`model.pte.etrecord`,
-    which names the ops of an ExecuTorch profile; `model.mlpackage.io.json`): metadata derived from
+    which names the ops of a per-op profile; `model.mlpackage.io.json`): metadata derived from
     the artifact, so outside its hash, but a node running it needs them beside it too."""
     if data is None:
         data = external_files(path) if path.is_file() else ()

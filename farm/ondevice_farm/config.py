@@ -62,7 +62,7 @@ class FarmHome:
 
     @property
     def compiled(self) -> Path:
-        """ONNX Runtime compile reports by source hash and target (`ondevice_farm.compile.cache`)."""
+        """ONNX Runtime compile reports by source hash and target (`ondevice_farm.runtimes.ort.cache`)."""
         return self.root / "compiled"
 
     @property

@@ -50,8 +50,8 @@ class DeviceProfile:
     #: where a pinned measurement runs (the native Android runner's `--cpus`); () where unknown
     performance_cores: tuple[int, ...] = ()
     #: targets the device runs only when asked for by name (`-t`), never by default: those its
-    #: runner needs set up first (a phone's ExecuTorch/LiteRT jobs need a runner the stock one is
-    #: not, docs/android.md), so a plain submit does not plan jobs bound to be refused
+    #: runner needs set up first (a runtime that runs in Python on the unit needs a runner the
+    #: stock one is not, docs/android.md), so a plain submit does not plan jobs bound to be refused
     on_request: tuple[Target, ...] = ()
     source: Path | None = None
 

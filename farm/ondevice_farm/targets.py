@@ -1,11 +1,9 @@
 """Targets: a runtime and a backend, written `runtime/backend` (e.g. `ort/nnapi`).
 
-A CoreML target may also name the converter that builds it: `coreml/ane` is the farm's own
-ONNX -> MIL lowering, `coreml-torch/ane` is coremltools' PyTorch frontend on a PyTorch
-checkpoint (docs/pytorch.md). Both run on the same devices with the same compute units.
-
-ExecuTorch (`executorch/*`) and LiteRT (`litert/*`) targets are compiled from a PyTorch
-checkpoint only: their converters read the program, not its ONNX export.
+A target may also name the route that builds its artifact, `runtime-route/backend`: another
+converter on another source for the same devices and backends (`coreml-torch/ane`: coremltools'
+PyTorch frontend on the checkpoint). Which runtimes, backends and routes exist, and what each
+compiles from, is the runtime registry's to say (`ondevice_farm.runtimes.registry`).
 """
 
 from __future__ import annotations
@@ -13,59 +11,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ondevice_farm.errors import UsageError
+from ondevice_farm.runtimes.registry import runtime_spec, target_names
+from ondevice_farm.runtimes.spec import SOURCE_ONNX, BackendSpec, RuntimeSpec
 
-#: ONNX Runtime backend -> the execution provider it asks for (CPU is always appended)
-ORT_PROVIDERS: dict[str, str] = {
-    "cpu": "CPUExecutionProvider",
-    "xnnpack": "XnnpackExecutionProvider",
-    "nnapi": "NnapiExecutionProvider",
-    "qnn": "QNNExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-}
-
-#: CoreML backend -> MLComputeUnits name
-COREML_COMPUTE_UNITS: dict[str, str] = {
-    "all": "ALL",
-    "ane": "CPU_AND_NE",
-    "gpu": "CPU_AND_GPU",
-    "cpu": "CPU_ONLY",
-}
-
-#: ExecuTorch backend -> the partitioner that lowers to its delegate ("" for none: portable kernels)
-EXECUTORCH_PARTITIONERS: dict[str, str] = {"xnnpack": "XnnpackPartitioner", "portable": ""}
-
-#: LiteRT backend -> the delegate the interpreter applies ("" for none: builtin kernels)
-LITERT_DELEGATES: dict[str, str] = {"xnnpack": "XNNPACK", "cpu": ""}
-
-#: runtimes whose converters take the PyTorch checkpoint itself (no ONNX)
-CHECKPOINT_RUNTIMES = ("executorch", "litert")
-
-#: route -> what builds the artifact; a target without a route is built from ONNX
-ROUTES: dict[str, str] = {"torch": "coremltools' PyTorch frontend on the checkpoint"}
-
-KNOWN_TARGETS: tuple[str, ...] = tuple(
-    [f"ort/{b}" for b in ORT_PROVIDERS]
-    + [f"coreml/{b}" for b in COREML_COMPUTE_UNITS]
-    + [f"coreml-torch/{b}" for b in COREML_COMPUTE_UNITS]
-    + [f"executorch/{b}" for b in EXECUTORCH_PARTITIONERS]
-    + [f"litert/{b}" for b in LITERT_DELEGATES]
-)
+KNOWN_TARGETS: tuple[str, ...] = target_names()
 
 
 @dataclass(frozen=True, order=True)
 class Target:
     runtime: str
     backend: str
-    #: "" for the ONNX route; "torch" where coremltools converts the PyTorch checkpoint itself
+    #: "" for the runtime's default route, else the name of one of its other routes (RouteSpec)
     route: str = ""
 
     @classmethod
     def parse(cls, text: str) -> Target:
-        name = text.strip().lower()
-        if name not in KNOWN_TARGETS:
-            raise UsageError(f"unknown target {text!r}; known targets: {', '.join(KNOWN_TARGETS)}")
-        runtime, backend = name.split("/", 1)
+        # asks the registry as it is now, so a runtime registered after import parses too
+        runtime, _, backend = text.strip().lower().partition("/")
         runtime, _, route = runtime.partition("-")
+        spec = runtime_spec(runtime)
+        if spec is None or backend not in spec.backend_names or (route and spec.route(route) is None):
+            raise UsageError(f"unknown target {text!r}; known targets: {', '.join(target_names())}")
         return cls(runtime, backend, route)
 
     @property
@@ -82,21 +48,38 @@ class Target:
         return Target(self.runtime, self.backend, route)
 
     @property
+    def spec(self) -> RuntimeSpec:
+        found = runtime_spec(self.runtime)
+        if found is None:
+            raise UsageError(f"unknown runtime {self.runtime!r}; known targets: {', '.join(target_names())}")
+        return found
+
+    @property
+    def backend_spec(self) -> BackendSpec:
+        return self.spec.backend(self.backend)
+
+    @property
     def is_accelerator(self) -> bool:
-        """True where ops that land on the CPU count as fallbacks (for ExecuTorch and LiteRT: ops
-        their delegate left to portable or builtin kernels)."""
-        return self.backend not in ("cpu", "portable")
+        """True where ops that land on the runtime's CPU kernels count as fallbacks."""
+        return self.backend_spec.accelerator
+
+    @property
+    def source(self) -> str:
+        """What the target's converter reads (`ondevice_farm.runtimes.spec.SOURCE_*`)."""
+        route = self.spec.route(self.route) if self.route else None
+        return route.source if route is not None else self.spec.source
 
     @property
     def needs_checkpoint(self) -> bool:
         """True where the converter reads a PyTorch checkpoint, not an ONNX model."""
-        return self.route == "torch" or self.runtime in CHECKPOINT_RUNTIMES
+        return self.source != SOURCE_ONNX
 
     def ort_providers(self) -> list[str]:
         if self.runtime != "ort":
             raise UsageError(f"{self.name} is not an ONNX Runtime target")
-        primary = ORT_PROVIDERS[self.backend]
-        return [primary] if primary == "CPUExecutionProvider" else [primary, "CPUExecutionProvider"]
+        primary = self.backend_spec.native
+        fallback = self.spec.fallback_kernels[0]
+        return [primary] if primary == fallback else [primary, fallback]
 
     def __str__(self) -> str:
         return self.name
@@ -110,11 +93,15 @@ def parse_targets(text: str | None) -> list[Target] | None:
 
 
 def with_torch_routes(targets: list[Target]) -> list[Target]:
-    """Each ONNX-route CoreML target followed by its `coreml-torch` twin (from a PyTorch source)."""
+    """Each default-route target followed by its twins built by the runtime's other routes from a
+    PyTorch source (`coreml/ane` -> `coreml-torch/ane`)."""
     out: list[Target] = []
     for target in targets:
         out.append(target)
-        twin = target.with_route("torch")
-        if target.runtime == "coreml" and not target.route and twin not in targets:
-            out.append(twin)
+        if target.route:
+            continue
+        for route in target.spec.routes:
+            twin = target.with_route(route.name)
+            if route.source != SOURCE_ONNX and twin not in targets:
+                out.append(twin)
     return out

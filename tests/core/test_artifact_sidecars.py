@@ -11,7 +11,7 @@ import pytest
 
 from ondevice_farm.artifacts import ArtifactStore, pack_artifact, sidecar_files, unpack_artifact
 from ondevice_farm.errors import DeviceError
-from ondevice_farm_agents.host.edge_profile import etrecord_beside
+from ondevice_farm_agents.runtimes.executorch.profile import etrecord_beside
 
 
 def _stored_pte(tmp_path: Path) -> tuple[str, Path]:

@@ -121,7 +121,7 @@ def test_data_named_outside_the_models_folder_is_refused(tmp_path: Path) -> None
 
 
 def test_ort_compile_ships_the_weights_with_the_model(tmp_path: Path) -> None:
-    from ondevice_farm.compile.ort import SHIPPED_EXTERNAL_DATA, compile_ort
+    from ondevice_farm.runtimes.ort.compile import SHIPPED_EXTERNAL_DATA, compile_ort
     from ondevice_farm.targets import Target
 
     model = matmul_model(tmp_path / "src")

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from ondevice_farm.api.wire import SubmitOptions
-from ondevice_farm.compile.coreml.pinning import parse_fixes
 from ondevice_farm.compile.io_names import Feature, IoNameMap
 from ondevice_farm.compile.report import CompiledArtifact, CompileReport
 from ondevice_farm.controller.pipeline import run_request
-from ondevice_farm.controller.submission import SubmitRequest, prepare, run_document
+from ondevice_farm.controller.submission import prepare, run_document
+from ondevice_farm.controller.submit_request import SubmitRequest
 from ondevice_farm.errors import UsageError
 from ondevice_farm.profiles import load_profiles
+from ondevice_farm.runtimes.coreml.compile.pinning import parse_fixes
 from ondevice_farm.targets import Target
 
 from .conftest import farm

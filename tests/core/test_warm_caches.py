@@ -17,11 +17,11 @@ import onnx
 import pytest
 
 from ondevice_farm.artifacts import ArtifactStore, sha256_path
-from ondevice_farm.compile.cache import compile_ort_cached
-from ondevice_farm.compile.ort import compile_ort
 from ondevice_farm.errors import ModelError
 from ondevice_farm.model import ONNX_DTYPES, OUTPUT_ONLY_DTYPES, inspect_model
 from ondevice_farm.model_cache import inspect_model_cached
+from ondevice_farm.runtimes.ort.cache import compile_ort_cached
+from ondevice_farm.runtimes.ort.compile import compile_ort
 from ondevice_farm.targets import Target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def test_a_cached_compile_equals_a_fresh_one_while_its_artifact_is_stored(
     (entry,) = cache.glob("*.json")
     assert "onnxruntime==" in entry.name
     with monkeypatch.context() as patch:
-        patch.setattr("ondevice_farm.compile.ort.compile_ort", _must_not_recompute)
+        patch.setattr("ondevice_farm.runtimes.ort.compile.compile_ort", _must_not_recompute)
         cached = compile_ort_cached(model, sha, target, store, cache)
     fresh = compile_ort(model, target, store)
     assert cached.report.to_dict() == fresh.report.to_dict() == first.report.to_dict()

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ondevice_farm.compile.coreml import predict_drift
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 
 #: the MIL program in fp32 must match ONNX Runtime within this, relative to the output's scale
 FP32_RELATIVE_TOLERANCE = 1e-4

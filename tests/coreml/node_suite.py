@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ondevice_farm.compile.coreml import predict_drift
 from ondevice_farm.errors import FarmError
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 
 MODES = ("generated", "initializers")
 OUTCOMES = ("correct", "wrong", "refused", "crashed")

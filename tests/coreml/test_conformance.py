@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 import pytest
 
-from ondevice_farm.compile.coreml import predict_drift
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 from tests.coreml.harness import FP32_RELATIVE_TOLERANCE
 
 MUST_MATCH = (Path(__file__).parent / "conformance_cases.txt").read_text().split()

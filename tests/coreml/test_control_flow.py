@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
 from ondevice_farm.errors import CompileError, UsageError
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
 from ondevice_farm.targets import Target
 from tests.coreml.harness import ort_outputs, save
 
@@ -145,7 +145,7 @@ def test_farm_compile_fix_pins_the_input(tmp_path: Path) -> None:
 
 
 def test_unsupported_ops_sees_what_a_pin_folds(tmp_path: Path) -> None:
-    from ondevice_farm.compile.coreml import unsupported_ops
+    from ondevice_farm.runtimes.coreml.compile import unsupported_ops
 
     path = save(_vad_like(), tmp_path)
     assert unsupported_ops(path) == [("If", "pick_rate")]

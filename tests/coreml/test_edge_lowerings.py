@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from ondevice_farm.compile.coreml import predict_drift
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 from tests.coreml.harness import save
 from tests.coreml.onnx_models import Graph, f32
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ondevice_farm.compile.coreml import predict_drift
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 from tests.coreml.harness import assert_fp32_matches, random_feeds, save
 from tests.coreml.onnx_models import f32, single_op
 

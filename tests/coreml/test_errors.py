@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift, unsupported_ops
 from ondevice_farm.errors import CompileError, ModelError, UsageError
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift, unsupported_ops
 from ondevice_farm.targets import Target
 from tests.coreml.harness import save
 from tests.coreml.onnx_models import Graph, single_op

@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from ondevice_farm.analysis.numeric import diff_output
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
 from ondevice_farm.targets import Target
 from tests.coreml.harness import assert_fp32_matches, random_feeds, save
 from tests.coreml.onnx_models import conv1d_upsampler, mobilenet_block_stack, transformer_encoder

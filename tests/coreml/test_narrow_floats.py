@@ -16,9 +16,9 @@ import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
-from ondevice_farm.compile.coreml.kernels import KERNELS, Kernel
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
+from ondevice_farm.runtimes.coreml.compile.kernels import KERNELS, Kernel
 from ondevice_farm.targets import Target
 from tests.coreml.harness import save
 from tests.coreml.onnx_models import Graph

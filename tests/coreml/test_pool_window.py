@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from ondevice_farm.compile.coreml import predict_drift
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 from tests.coreml.harness import assert_fp32_matches, random_feeds, save
 from tests.coreml.onnx_models import Graph
 

@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto
 
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
 from ondevice_farm.targets import Target
 from tests.coreml.harness import ort_outputs, save
 from tests.coreml.onnx_models import Graph, resnet_blocks
@@ -90,6 +90,6 @@ def test_dynamic_quantize_linear_matches_onnx_runtime(tmp_path: Path) -> None:
 
 
 def test_unsupported_ops_takes_the_qlinear_ops(qoperator: Path) -> None:
-    from ondevice_farm.compile.coreml import unsupported_ops
+    from ondevice_farm.runtimes.coreml.compile import unsupported_ops
 
     assert unsupported_ops(qoperator) == []

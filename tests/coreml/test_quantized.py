@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from ondevice_farm.analysis.numeric import diff_output
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.cli.main import cli
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
-from ondevice_farm.compile.coreml.kernels_quant import dequantize, quantize
-from ondevice_farm.compile.ort import compile_ort
 from ondevice_farm.reports.compare import compare
 from ondevice_farm.reports.findings.compile import precision_differs
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
+from ondevice_farm.runtimes.coreml.compile.kernels_quant import dequantize, quantize
+from ondevice_farm.runtimes.ort.compile import compile_ort
 from ondevice_farm.targets import Target
 from tests.coreml.harness import FP32_RELATIVE_TOLERANCE, ort_outputs, relative_error
 from tests.coreml.onnx_models import resnet_blocks

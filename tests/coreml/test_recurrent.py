@@ -14,8 +14,8 @@ import onnx
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-from ondevice_farm.compile.coreml import predict_drift
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import predict_drift
 from tests.coreml.harness import (
     FP32_RELATIVE_TOLERANCE,
     assert_fp32_matches,

@@ -15,9 +15,9 @@ import pytest
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
-from ondevice_farm.compile.coreml import predict_drift
-from ondevice_farm.compile.coreml.executor import ExecutorError, run_program
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import predict_drift
+from ondevice_farm.runtimes.coreml.compile.executor import ExecutorError, run_program
 from tests.coreml.harness import ort_outputs, save
 from tests.coreml.onnx_models import Graph, f32, single_op
 

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
 from ondevice_farm.targets import Target
 from tests.coreml.harness import random_feeds, save
 from tests.coreml.onnx_models import Graph, f32, transformer_encoder

@@ -15,8 +15,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ondevice_farm.compile.coreml import compile_coreml, predict_drift
 from ondevice_farm.errors import CompileError
+from ondevice_farm.runtimes.coreml.compile import compile_coreml, predict_drift
 from ondevice_farm.targets import Target
 
 pytest.importorskip("coremltools")

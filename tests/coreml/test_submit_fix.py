@@ -16,7 +16,8 @@ import pytest
 
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.pipeline import compile_all, run_request
-from ondevice_farm.controller.submission import SubmitRequest, prepare
+from ondevice_farm.controller.submission import prepare
+from ondevice_farm.controller.submit_request import SubmitRequest
 from ondevice_farm.profiles import load_profiles
 from ondevice_farm.progress import SilentProgress
 from ondevice_farm.reference import reference_outputs

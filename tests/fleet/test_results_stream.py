@@ -34,7 +34,8 @@ from ondevice_farm.controller.cluster import ClusterConfig
 from ondevice_farm.controller.pipeline import check_requests, plan_model, prepare_on, run_planned
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import run_store
-from ondevice_farm.controller.submission import SubmitRequest, with_home_caches
+from ondevice_farm.controller.submission import with_home_caches
+from ondevice_farm.controller.submit_request import SubmitRequest
 from ondevice_farm.profiles import load_profiles
 from ondevice_farm.store import ResultsStore, new_run_id
 from ondevice_farm_agents.base import AgentSettings

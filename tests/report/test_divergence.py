@@ -41,7 +41,7 @@ def _ort_fp16(model: onnx.ModelProto, calls: list[list[str]]):  # type: ignore[n
 
 
 def _mil_fp16(path: Path):  # type: ignore[no-untyped-def]
-    from ondevice_farm.compile.coreml.layer_values import predicted_layer_values
+    from ondevice_farm.runtimes.coreml.compile.layer_values import predicted_layer_values
 
     def probe(names: list[str]) -> dict[str, np.ndarray]:
         with np.errstate(over="ignore", invalid="ignore"):

@@ -44,7 +44,7 @@ def test_coreml_uses_the_lowering_table_or_degrades_to_the_documented_list(
     real_import = builtins.__import__
 
     def no_lowering(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("ondevice_farm.compile.coreml"):
+        if name.startswith("ondevice_farm.runtimes.coreml.compile"):
             raise ImportError(name)
         return real_import(name, *args, **kwargs)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ondevice_farm_agents.host.edge_profile import kernel_op_type
+from ondevice_farm_agents.runtimes.executorch.profile import kernel_op_type
 
 
 def _event(name: str, op_types: list[str], delegated: bool = False) -> SimpleNamespace:

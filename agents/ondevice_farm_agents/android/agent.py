@@ -33,7 +33,7 @@ from ondevice_farm.errors import DeviceError, DeviceLostError, DeviceTimeoutErro
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm_agents.android.battery import BatteryState, EnergySettings, parse_probe, probe_command
 from ondevice_farm_agents.android.device_paths import DEFAULT_DEVICE_ROOT, DevicePaths, q
-from ondevice_farm_agents.android.edge_jobs import EDGE_RUNTIMES, EdgeRunner, stage_edge
+from ondevice_farm_agents.android.edge_jobs import EdgeRunner, stage_edge
 from ondevice_farm_agents.android.generate_job import AndroidGeneration
 from ondevice_farm_agents.android.inventory import make_unit, parse_getprop
 from ondevice_farm_agents.android.keys import load_signer
@@ -69,6 +69,7 @@ from ondevice_farm_agents.base import (
     RunRequest,
     Thermal,
 )
+from ondevice_farm_agents.runtimes import SESSION_RUNTIMES
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,8 @@ class AndroidAgent(DeviceAgent):
         if request.generation is not None:  # android/generate_job.py
             self._generations.prepare(self._conn(unit.serial), unit, profile, request)
             return
-        if request.target.runtime in EDGE_RUNTIMES and profile.supports(request.target):
-            # ExecuTorch and LiteRT: edge_runner.py under the unit's python3 (android/edge_jobs.py)
+        if request.target.runtime in SESSION_RUNTIMES and profile.supports(request.target):
+            # a session runtime's job: edge_runner.py under the unit's python3 (android/edge_jobs.py)
             cache = PushCache(self._conn(unit.serial), self._paths, self._cache_limit)
             self._staged[self._key(unit, request)] = stage_edge(
                 cache, unit.name, request, runner_kind=self._runner_kind(profile), python_kind=FARM_RUNNER
@@ -219,7 +220,7 @@ class AndroidAgent(DeviceAgent):
             battery = parse_probe(conn.shell(probe_command(self._energy.battery_dir)).output)
         sample = battery is not None and not battery.absence(self._energy.battery_dir)
         try:
-            if request.target.runtime in EDGE_RUNTIMES:
+            if request.target.runtime in SESSION_RUNTIMES:
                 python = profile.runner.get("python", "python3")
                 result = EdgeRunner(conn, python).run(staged, request, job_dir)
             elif kind == NATIVE:

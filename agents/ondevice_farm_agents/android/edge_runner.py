@@ -1,22 +1,22 @@
-"""The farm's device runner for ExecuTorch (`.pte`) and LiteRT (`.tflite`): pushed to the unit with
-the host's own session module (`host/edge_runtimes.py`, numpy and the runtime only) and run by the
-unit's python3 (Linux boards; any unit whose python3 has `executorch` or `ai-edge-litert`).
+"""The farm's device runner for a session runtime's program (`ondevice_farm_agents.runtimes`):
+pushed to the unit with the runtime's own session module (numpy and the runtime only) and run by
+the unit's python3 (Linux boards; any unit whose python3 has the runtime's package).
 
 It is `farm_runner.py`'s counterpart, not an extension of it: that one drives ONNX Runtime's
-sessions and profiler; this one drives the session `edge_runtimes.open_session` makes, so a sample
-is the span the host times (NumPy in, NumPy out) by one definition. The phases are
-`host/edge_run.py`'s: the runtime imported before any clock starts (`--import`, the host's list),
-the load timed, one first inference timed on its own, `--warmup` untimed runs, `--runs` timed runs
+sessions and profiler; this one drives the session the session module's `open_session` makes, so a
+sample is the span the host times (NumPy in, NumPy out) by one definition. It names no runtime: the
+host tells it the session module and what to import. The phases are `host/edge_run.py`'s: the
+runtime imported before any clock starts (`--import`, the registry's list), the load timed, one
+first inference timed on its own, `--warmup` untimed runs, `--runs` timed runs
 (`time.perf_counter_ns`), then a second load in the same process (warm load). With
-`--profile-runs N` (ExecuTorch only) a third session loads with ETDump on, runs N times and writes
-the dump to `profile.etdp`, which the host reads with the compile's ETRecord. It writes
-`result.json` and `outputs.npz` (the first inference's outputs, `output_0`, `output_1`, ... in the
-model's order) into --out, in farm_runner.py's format.
+`--profile-runs N` (given only for a runtime that profiles per op) a third session loads with
+profiling on, runs N times and writes its dump to `profile.etdp`, which the host reads with the
+runtime's profiler. It writes `result.json` and `outputs.npz` (the first inference's outputs,
+`output_0`, `output_1`, ... in the model's order) into --out, in farm_runner.py's format.
 
-    python3 edge_runner.py --session-module edge_runtimes.py --runtime executorch \
-        --backend xnnpack --model m.pte --inputs inputs.npz --input x --out DIR \
-        --warmup 5 --runs 50 [--threads N] [--import torch ...] [--feature-input NAME ...] \
-        [--feature-output NAME ...] [--profile-runs N]
+    python3 edge_runner.py --session-module edge_runtimes.py --backend xnnpack --model m.pte \
+        --inputs inputs.npz --input x --out DIR --warmup 5 --runs 50 [--threads N] \
+        [--import torch ...] [--feature-input NAME ...] [--feature-output NAME ...] [--profile-runs N]
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 NS_PER_MS = 1_000_000
 #: the exit status when the unit's python3 lacks the runtime: the host turns it into an install hint
 MISSING_RUNTIME_EXIT = 3
+#: the profiled session's dump (its `write_etdump`), pulled back for the runtime's profiler
 ETDUMP_NAME = "profile.etdp"
 
 
@@ -58,14 +59,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         missing = exc.name or str(exc)
         print(f"edge_runner: {sys.executable} has no module {missing!r}", file=sys.stderr)
         raise SystemExit(MISSING_RUNTIME_EXIT) from None
-    runtimes = _session_module(args.session_module)
+    session_module = _session_module(args.session_module)
     with np.load(args.inputs, allow_pickle=False) as data:
         inputs = [data[name] for name in args.input]
     names = (args.feature_input, args.feature_output) if args.feature_input else None
 
     def load(etdump: bool = False) -> Any:
-        return runtimes.open_session(
-            args.runtime, args.backend, Path(args.model), inputs, args.threads or None, etdump, names
+        return session_module.open_session(
+            args.backend, Path(args.model), inputs, args.threads or None, etdump, names
         )
 
     start = time.perf_counter_ns()
@@ -114,7 +115,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="edge_runner")
     parser.add_argument("--session-module", required=True)
-    parser.add_argument("--runtime", required=True, choices=("executorch", "litert"))
     parser.add_argument("--backend", required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--inputs", required=True)

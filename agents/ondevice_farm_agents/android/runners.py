@@ -48,7 +48,7 @@ class StagedJob:
     input_files: tuple[tuple[str, str], ...] = ()
     #: the model's external data files, relative to it (beside `model` on the unit)
     model_data: tuple[str, ...] = ()
-    #: an ExecuTorch or LiteRT job's session module (host/edge_runtimes.py), beside `runner_script`
+    #: a session runtime's job: the runtime's session module, beside `runner_script`
     session_module: str = ""
 
 

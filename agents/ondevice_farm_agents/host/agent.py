@@ -41,6 +41,7 @@ from ondevice_farm_agents.host.energy import HostEnergyMeter, HostEnergySettings
 from ondevice_farm_agents.host.memory import PeakMemory
 from ondevice_farm_agents.host.sustained import run_sustained
 from ondevice_farm_agents.host.telemetry import HostTelemetry
+from ondevice_farm_agents.runtimes import SESSION_RUNTIMES
 
 NS_PER_MS = 1e6
 
@@ -68,9 +69,6 @@ DEFAULT_TELEMETRY_ROOT = "/"
 CUDA_PROFILE = "host-cuda"
 #: the script one repeat runs in, a fresh process (see its docstring)
 SESSION_SCRIPT = Path(__file__).resolve().parent / "session.py"
-#: runtimes the host runs from a PyTorch checkpoint's `.pte` / `.tflite`
-#: (agents/ondevice_farm_agents/host/edge_run.py)
-EDGE_RUNTIMES = ("executorch", "litert")
 
 
 def _providers_here() -> list[str]:
@@ -186,9 +184,7 @@ class HostAgent(DeviceAgent):
                 raise
 
     def _run(self, unit: DeviceUnit, request: RunRequest, run_options: Any) -> DeviceRun:
-        if (
-            request.target.runtime in EDGE_RUNTIMES
-        ):  # ExecuTorch, LiteRT: agents/ondevice_farm_agents/host/edge_run.py
+        if request.target.runtime in SESSION_RUNTIMES:  # in a Python session: host/edge_run.py
             from ondevice_farm_agents.host.edge_run import run_edge
 
             return run_edge(
@@ -271,7 +267,7 @@ class HostAgent(DeviceAgent):
         allocator state, which one long-lived process would share across every repeat."""
         if request.target.backend == "cuda":
             return super().measure_session(unit, request)
-        if request.target.runtime in EDGE_RUNTIMES:
+        if request.target.runtime in SESSION_RUNTIMES:
             from ondevice_farm_agents.host.edge_run import measure_edge_session
 
             return measure_edge_session(request, functools.partial(self._process, unit), unit.name)
@@ -307,7 +303,7 @@ class HostAgent(DeviceAgent):
         nice value, which ONNX Runtime's threads and a repeat's process inherit."""
         if request.target.backend == "cuda":
             return super().session_controls(unit, request)
-        if request.target.runtime in EDGE_RUNTIMES:
+        if request.target.runtime in SESSION_RUNTIMES:
             from ondevice_farm_agents.host.edge_run import edge_controls
 
             return edge_controls(request)

@@ -1,11 +1,12 @@
-"""An ExecuTorch or LiteRT job on the host, measured the way the ONNX Runtime job is.
+"""A session runtime's job on the host (`ondevice_farm_agents.runtimes`), measured the way the ONNX
+Runtime job is.
 
 Same phases and definitions as `HostAgent._run`: the session's load timed, one untimed first
 inference (timed on its own), `warmup` untimed runs, `runs` timed runs (energy around them where
 RAPL can tell), an optional sustained phase, then a second load in the same process (warm load).
 Peak memory is the RSS high-water mark above the resident set before the load. A sample is one
-inference with NumPy in and out (`edge_runtimes`). The per-op profile: ExecuTorch's ETDump read by
-its Inspector (`edge_profile`), measured; LiteRT's Python interpreter has none, and the job says so.
+inference with NumPy in and out (the runtime's session module). The per-op profile is the runtime's
+own profiler's, where it has one; a runtime without one says so (`edge_profile`).
 """
 
 from __future__ import annotations
@@ -19,38 +20,44 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ondevice_farm.errors import DeviceError, UsageError, install_hint
 from ondevice_farm_agents.base import WARM_LOAD_SAME_PROCESS, DeviceRun, RunRequest, SustainedTrace
-from ondevice_farm_agents.host.edge_runtimes import EdgeSession, default_threads, open_session
+from ondevice_farm_agents.host.edge_profile import profile_ops
 from ondevice_farm_agents.host.energy import HostEnergyMeter, HostEnergySettings
 from ondevice_farm_agents.host.memory import PeakMemory
 from ondevice_farm_agents.host.sustained import run_sustained
 from ondevice_farm_agents.host.telemetry import HostTelemetry
+from ondevice_farm_agents.runtimes import session_runtime
+from ondevice_farm_agents.runtimes.spec import (
+    EdgeSession,
+    ProfiledSession,
+    SessionRuntime,
+    default_threads,
+    open_profiled_session,
+    open_session,
+)
 
 NS_PER_MS = 1e6
 #: a repeat's process: `python -m` this module (agents/ondevice_farm_agents/host/edge_session.py)
 EDGE_SESSION_MODULE = "ondevice_farm_agents.host.edge_session"
-#: runtime -> (the module its host runner imports, the extra that installs it)
-RUNTIME_PACKAGES: dict[str, tuple[str, str]] = {
-    "executorch": ("executorch.runtime", "executorch"),
-    "litert": ("ai_edge_litert.interpreter", "litert"),
-}
-#: what a session imports besides the runtime's own module (ExecuTorch's tensors are torch's)
-RUNTIME_MODULES: dict[str, tuple[str, ...]] = {
-    "executorch": ("torch", "executorch.extension.pybindings.portable_lib"),
-}
+#: what a loader gives: a session, or a profiled one
+_Session = TypeVar("_Session", bound=EdgeSession)
 SAMPLE_NOTE = (
     "latency: one sample is one inference with NumPy inputs in and NumPy outputs out (copied), "
     "as ONNX Runtime's session.run is timed"
 )
-LITERT_PROFILE_NOTE = (
-    "per-op profile: none; LiteRT's Python interpreter exposes no op profiler (the compile report's "
-    "delegated/builtin node counts say where ops run)"
-)
+
+
+def runtime_of(request: RunRequest) -> SessionRuntime:
+    """The registry's runtime of the request's target; a UsageError where none runs in a session."""
+    runtime = session_runtime(request.target.runtime)
+    if runtime is None:
+        raise UsageError(f"no session runtime runs {request.target}")
+    return runtime
 
 
 def input_order(request: RunRequest) -> list[str]:
@@ -79,26 +86,35 @@ def output_names(request: RunRequest, count: int) -> list[str]:
 def check_runtime(request: RunRequest) -> None:
     """Import the target's runtime (before anything is timed: its import is no model's load); a
     UsageError with the install hint where it is not installed here."""
-    module, extra = RUNTIME_PACKAGES[request.target.runtime]
+    runtime = runtime_of(request)
     try:
-        for name in (module, *RUNTIME_MODULES.get(request.target.runtime, ())):
+        for name in runtime.imported_first:
             importlib.import_module(name)
     except ImportError as exc:
         raise UsageError(
-            f"{request.target} needs {module.split('.')[0]} on the host ({exc})", hint=install_hint(extra)
+            f"{request.target} needs {runtime.package} on the host ({exc})", hint=install_hint(runtime.extra)
         ) from None
 
 
-def load(request: RunRequest, etdump: bool = False) -> EdgeSession:
+def load(request: RunRequest) -> EdgeSession:
+    return _loaded(request, open_session)
+
+
+def load_profiled(request: RunRequest) -> ProfiledSession:
+    """A session with the runtime's per-op profiling on (a runtime that profiles)."""
+    return _loaded(request, open_profiled_session)
+
+
+def _loaded(request: RunRequest, opener: Callable[..., _Session]) -> _Session:
+    runtime = runtime_of(request)
     inputs = [request.inputs[name] for name in input_order(request)]
     try:
-        return open_session(
-            request.target.runtime,
+        return opener(
+            runtime,
             request.target.backend,
             request.artifact,
             inputs,
             request.intra_op_threads or (len(request.cpu_affinity) if request.cpu_affinity else None),
-            etdump,
             feature_names(request),
         )
     except Exception as exc:  # the runtimes raise RuntimeError, ValueError, their own status errors
@@ -160,12 +176,7 @@ def run_edge(
         energy=measured_energy,
     )
     if request.profile_ops:
-        if request.target.runtime == "executorch":
-            from ondevice_farm_agents.host.edge_profile import profile_executorch
-
-            profile_executorch(request, run, functools.partial(load, request, True))
-        else:
-            run.notes.append(LITERT_PROFILE_NOTE)
+        profile_ops(runtime_of(request), request, run, functools.partial(load_profiled, request))
     return run
 
 
@@ -183,9 +194,9 @@ def _sustained(session: EdgeSession, request: RunRequest, telemetry_root: Path) 
 
 
 def edge_controls(request: RunRequest) -> dict[str, str]:
-    """The noise controls of an edge session, as `DeviceRun.controls` records them: both runtimes'
-    thread pools are sized by the farm (XNNPACK's and LiteRT's take a thread count, nothing about
-    spinning); affinity pins the job's thread (whose threads inherit it) or a repeat's process."""
+    """The noise controls of an edge session, as `DeviceRun.controls` records them: a session
+    runtime's thread pool is sized by the farm (each takes a thread count, nothing about spinning);
+    affinity pins the job's thread (whose threads inherit it) or a repeat's process."""
     if request.intra_op_threads:
         threads = str(request.intra_op_threads)
     elif request.cpu_affinity:
@@ -214,8 +225,10 @@ def measure_edge_session(request: RunRequest, run_process: SessionProcess, unit_
         arrays: dict[str, Any] = dict(request.inputs)
         np.savez(inputs, **arrays)
         names = feature_names(request)
+        runtime = runtime_of(request)
         spec = {
-            "runtime": request.target.runtime,
+            "session_module": str(runtime.session_module),
+            "imports": list(runtime.imported_first),
             "backend": request.target.backend,
             "model": str(request.artifact),
             "inputs": str(inputs),

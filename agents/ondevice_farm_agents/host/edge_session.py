@@ -1,14 +1,16 @@
-"""One measurement session of an ExecuTorch or LiteRT host job in a process of its own.
+"""One measurement session of a session runtime's host job in a process of its own.
 
 The counterpart of `session.py` (ONNX Runtime) for the repeats after a job's first session, with
 the same definition: load, one untimed first inference, `warmup` untimed runs, `runs` timed runs.
 Run as `python -m ondevice_farm_agents.host.edge_session PARENT_PID`: it dies with the process
-that starts it, however that dies (`session.die_with_parent`).
+that starts it, however that dies (`session.die_with_parent`). It knows no runtime: the job names
+the runtime's session module and what to import first, as `android/edge_runner.py` is told them.
 
-stdin: a JSON object {runtime, backend, model, inputs (an .npz path), order (input names in the
-model's order), warmup, runs, threads, and optionally features ({inputs, outputs}: the artifact's
-own names, in order) and affinity (CPU numbers the process is pinned to before the runtime starts
-a thread)};
+stdin: a JSON object {session_module (the runtime's session module's path), imports (modules
+imported before the clock starts, in order), backend, model, inputs (an .npz path), order (input
+names in the model's order), warmup, runs, threads, and optionally features ({inputs, outputs}: the
+artifact's own names, in order) and affinity (CPU numbers the process is pinned to before the
+runtime starts a thread)};
 stdout: a JSON object {samples_ms: [...], load_ms}.
 """
 
@@ -22,10 +24,6 @@ from pathlib import Path
 from typing import Any
 
 NS_PER_MS = 1e6
-IMPORTED_FIRST: dict[str, tuple[str, ...]] = {
-    "executorch": ("torch", "executorch.runtime", "executorch.extension.pybindings.portable_lib"),
-    "litert": ("ai_edge_litert.interpreter",),
-}
 
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
@@ -34,19 +32,18 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         os.sched_setaffinity(0, [int(c) for c in spec["affinity"]])
     import numpy as np
 
-    from ondevice_farm_agents.host.edge_runtimes import open_session
+    from ondevice_farm_agents.runtimes.spec import load_session_module
 
     with np.load(spec["inputs"]) as npz:
         inputs = [npz[name] for name in spec["order"]]
     threads = int(spec["threads"]) if spec.get("threads") else None
     # the runtime's import is no model's load: done before the clock starts, as in the job's session
-    for module in IMPORTED_FIRST.get(spec["runtime"], ()):
+    for module in spec["imports"]:
         importlib.import_module(module)
+    session_module = load_session_module(Path(spec["session_module"]))
     start = time.perf_counter_ns()
     names = (spec["features"]["inputs"], spec["features"]["outputs"]) if spec.get("features") else None
-    session = open_session(
-        spec["runtime"], spec["backend"], Path(spec["model"]), inputs, threads, names=names
-    )
+    session = session_module.open_session(spec["backend"], Path(spec["model"]), inputs, threads, False, names)
     load_ns = time.perf_counter_ns() - start
     session.infer()  # the first inference: a session's one-off costs, never timed
     for _ in range(int(spec["warmup"])):

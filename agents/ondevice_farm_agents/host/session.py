@@ -97,7 +97,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 def serve_one(measure: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
     """A session process's life: die with the agent (its pid in argv[1]), read the job's JSON on
     stdin, write `measure`'s result on stdout, or one line of its error on stderr and exit 1.
-    The host's other session kinds (ExecuTorch/LiteRT, generation) run the same way."""
+    The host's other session kinds (a session runtime's repeats, generation) run the same way."""
     if len(sys.argv) > 1:
         die_with_parent(int(sys.argv[1]))
     try:

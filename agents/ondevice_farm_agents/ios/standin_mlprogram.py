@@ -63,8 +63,8 @@ def _feeds(files: AppFiles, job: dict[str, Any], feature_names: list[str]) -> di
 
 def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
     """The `ok` part of a result file for an `.mlpackage` job (raises JobMismatch, or anything)."""
-    from ondevice_farm.compile.coreml.drift import _load_package_program
-    from ondevice_farm.compile.coreml.executor import run_program
+    from ondevice_farm.runtimes.coreml.compile.drift import _load_package_program
+    from ondevice_farm.runtimes.coreml.compile.executor import run_program
 
     with tempfile.TemporaryDirectory(prefix="farm-standin-") as scratch:
         # "compile": the package laid out on disk, as MLModel.compileModel(at:) leaves a .mlmodelc
@@ -101,7 +101,7 @@ def measure_ml_program(files: AppFiles, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _profiled_ops(program: Any, feeds: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    from ondevice_farm.compile.coreml.executor import run_program
+    from ondevice_farm.runtimes.coreml.compile.executor import run_program
 
     timed: list[tuple[str, str, float]] = []
 

@@ -16,7 +16,7 @@ from ondevice_farm.analysis.sessions import sessions_document
 from ondevice_farm.analysis.sustained import sustained_document
 from ondevice_farm.analysis.topk import index_agreement, topk_agreement
 from ondevice_farm.analysis.transfers import transfer_report
-from ondevice_farm.compile.placement import CPU_PROVIDERS
+from ondevice_farm.compile.placement import cpu_providers
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.errors import DeviceError
 from ondevice_farm.generate.metrics import generation_document
@@ -47,7 +47,8 @@ def fallback_table(ops: list[dict[str, Any]], target: Target) -> list[dict[str, 
     """Ops the device ran on its CPU although the target asked for an accelerator."""
     if not target.is_accelerator:
         return []
-    return [op for op in ops if op["provider"] in CPU_PROVIDERS]
+    cpu = cpu_providers()
+    return [op for op in ops if op["provider"] in cpu]
 
 
 def _thermal(value: Thermal | None) -> dict[str, Any] | None:

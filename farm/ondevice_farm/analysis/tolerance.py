@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ondevice_farm.errors import UsageError
+from ondevice_farm.runtimes.registry import runtime_spec
 from ondevice_farm.targets import Target
 
 #: the tolerance classes: what a target's arithmetic rounds to
@@ -56,17 +57,6 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "int8": Tolerance(snr_db_min=20.0, cosine_min=0.99, atol=1e-2, rtol=5e-2, precision="int8"),
 }
 
-#: what an ORT target's kernels compute fp32 graphs in; CoreML targets follow the compiled
-#: ML Program's precision (fp16 unless --coreml-precision fp32)
-ORT_COMPUTE: dict[str, str] = {
-    "ort/cpu": "fp32",
-    "ort/xnnpack": "fp32",
-    # the CUDA provider's default use_tf32=1 rounds MatMul/Conv inputs to a 10-bit mantissa
-    "ort/cuda": "tf32",
-    # NNAPI drivers and QNN's HTP relax fp32 to fp16
-    "ort/nnapi": "fp16",
-    "ort/qnn": "fp16",
-}
 #: coarsest last: the tolerance follows the coarsest of the target's arithmetic and the graph's
 _RANK = {"fp32": 0, "tf32": 1, "fp16": 2, "mixed": 2, "int8": 3}
 _CLASS = {"fp32": "fp32", "tf32": "fp16", "fp16": "fp16", "mixed": "fp16", "int8": "int8"}
@@ -74,7 +64,14 @@ _CLASS = {"fp32": "fp32", "tf32": "fp16", "fp16": "fp16", "mixed": "fp16", "int8
 
 def computed_precision(target: Target, graph_precision: str | None) -> str:
     """The coarsest of what the target computes in and what the compiled graph holds."""
-    target_side = ORT_COMPUTE.get(target.name, "fp32") if target.runtime == "ort" else "fp32"
+    # what the backend computes an fp32 graph in (its RuntimeSpec); a CoreML target's ML Program
+    # holds its precision in the graph (fp16 unless --coreml-precision fp32)
+    spec = runtime_spec(target.runtime)
+    target_side = (
+        spec.backend(target.backend).computes_fp32_in
+        if spec is not None and target.backend in spec.backend_names
+        else "fp32"
+    )
     graph_side = graph_precision if graph_precision in _RANK else "fp32"
     return max(target_side, graph_side, key=lambda p: _RANK[p])
 

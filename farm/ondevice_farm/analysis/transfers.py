@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ondevice_farm.compile.placement import CPU_PROVIDERS, Placement
+from ondevice_farm.compile.placement import Placement, cpu_providers
 from ondevice_farm.measurement import OpTiming
 
 COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})
@@ -107,11 +107,12 @@ def is_copy(op: OpTiming) -> bool:
 
 def _cpu_stretches(ops: Sequence[OpTiming]) -> list[tuple[int, int]]:
     stretches: list[tuple[int, int]] = []
+    cpu = cpu_providers()
     i = 0
     while i < len(ops):
-        if ops[i].provider in CPU_PROVIDERS and not is_copy(ops[i]):
+        if ops[i].provider in cpu and not is_copy(ops[i]):
             start = i
-            while i < len(ops) and ops[i].provider in CPU_PROVIDERS and not is_copy(ops[i]):
+            while i < len(ops) and ops[i].provider in cpu and not is_copy(ops[i]):
                 i += 1
             stretches.append((start, i))
             continue
@@ -133,7 +134,7 @@ def transfer_report(ops: Sequence[OpTiming], accelerator: str) -> TransferReport
         partitions=Placement({op.name: op.provider for op in ops if not is_copy(op)}).partitions,
         placement=dict(Counter(op.provider for op in ops)),
     )
-    if accelerator in CPU_PROVIDERS:
+    if accelerator in cpu_providers():
         return report
     stretches = _cpu_stretches(ops)
     copies_in: list[list[OpTiming]] = [[] for _ in stretches]

@@ -30,7 +30,7 @@ from ondevice_farm.config import (
 from ondevice_farm.errors import FarmError, UsageError
 
 if TYPE_CHECKING:
-    from ondevice_farm.controller.submission import SubmitRequest
+    from ondevice_farm.controller.submit_request import SubmitRequest
     from ondevice_farm.generate.spec import GenerateSpec, PromptSource
 
 API_VERSION = 1
@@ -150,7 +150,7 @@ class SubmitOptions:
     ) -> SubmitRequest:
         """The checked request (UsageError on a bad option), as `farm submit` builds it."""
         from ondevice_farm.analysis.tolerance import parse_tolerance
-        from ondevice_farm.controller.submission import SubmitRequest
+        from ondevice_farm.controller.submit_request import SubmitRequest
         from ondevice_farm.durations import parse_duration_s
         from ondevice_farm.inputs import parse_shapes
         from ondevice_farm.targets import parse_targets
@@ -187,7 +187,7 @@ class SubmitOptions:
         """`--fix` parsed; `--fix NAME` alone (None) is given its value from --inputs by `prepare`."""
         if not self.fixes:  # the lowering's package is not imported for a run that pins nothing
             return {}
-        from ondevice_farm.compile.coreml.pinning import FIX_HINT, parse_fixes
+        from ondevice_farm.runtimes.coreml.compile.pinning import FIX_HINT, parse_fixes
 
         fixed = parse_fixes(self.fixes)
         if inputs_npz is None and None in fixed.values():

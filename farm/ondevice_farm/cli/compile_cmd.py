@@ -69,9 +69,9 @@ def compile_command(
     compiler did. From a checkpoint, each coreml/* target is compiled by both routes, side by side."""
     from ondevice_farm.artifacts import ArtifactStore
     from ondevice_farm.compile import compile_for_target
-    from ondevice_farm.compile.coreml.routes import route_pairs
     from ondevice_farm.compile.report import CompiledArtifact
     from ondevice_farm.model import inspect_model
+    from ondevice_farm.runtimes.coreml.compile.routes import route_pairs
     from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
     fixed_inputs = compile_fixes(fixes, example_inputs)
@@ -195,7 +195,7 @@ def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], rou
         changes = ", ".join(f"{f['op_type']} {f['before']}->{f['after']}" for f in rep["fusions"])
         if changes:
             console.print(f"  op changes: {changes}", highlight=False)
-        # ExecuTorch and LiteRT: their delegate against their own kernels, in the lowered graph
+        # a runtime with a delegate: what it took against its own kernels, in the lowered graph
         kernels = rep.get("extra", {}).get("fallback_kernels")
         if rep["placement"]:
             # placement is recorded on the graph ONNX Runtime partitions, after its basic
@@ -225,7 +225,7 @@ def compile_fixes(fixes: tuple[str, ...], example_inputs: Path | None) -> dict[s
         return {}
     import numpy as np
 
-    from ondevice_farm.compile.coreml.pinning import fixes_from_inputs, parse_fixes
+    from ondevice_farm.runtimes.coreml.compile.pinning import fixes_from_inputs, parse_fixes
 
     parsed = parse_fixes(fixes)
     given: dict[str, Any] = {}

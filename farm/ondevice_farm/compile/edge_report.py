@@ -1,7 +1,7 @@
-"""The compile report of an ExecuTorch or LiteRT target, in the shape of ONNX Runtime's.
+"""The compile report of a runtime with a delegate, in the shape of ONNX Runtime's.
 
-Both runtimes split one graph between a delegate (XNNPACK) and the kernels they fall back to
-(ExecuTorch's portable kernels, LiteRT's builtin ones). `DelegatedGraph` holds that split in
+Such a runtime splits one graph between a delegate (e.g. XNNPACK) and the kernels it falls back
+to (its spec's `fallback_kernels`). `DelegatedGraph` holds that split in
 execution order, one partition per delegate call or per run of fallback kernels; the report
 turns it into what every compile report says: placement (backend -> nodes), node placement,
 partitions, fallbacks, and per op how many nodes the delegate took and how many it left

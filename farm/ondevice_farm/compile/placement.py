@@ -7,11 +7,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ondevice_farm.runtimes.registry import fallback_kernels
 from ondevice_farm.targets import Target
 
-#: where an op lands when the accelerator (or delegate) did not take it: ONNX Runtime's CPU provider,
-#: ExecuTorch's portable kernels, LiteRT's builtin kernels
-CPU_PROVIDERS = frozenset({"CPUExecutionProvider", "CPU", "portable", "builtin"})
+
+def cpu_providers() -> frozenset[str]:
+    """Where an op lands when the accelerator (or delegate) did not take it: every registered
+    runtime's CPU kernels, as its spec names them (RuntimeSpec.fallback_kernels)."""
+    return fallback_kernels()
 
 
 def short_provider(provider: str) -> str:
@@ -44,7 +47,8 @@ class Placement:
         """Nodes on the CPU although the target asked for an accelerator."""
         if not target.is_accelerator:
             return []
-        return [name for name, provider in self.nodes.items() if provider in CPU_PROVIDERS]
+        cpu = cpu_providers()
+        return [name for name, provider in self.nodes.items() if provider in cpu]
 
 
 def placement_from_assignment(subgraphs: Iterable[Any]) -> Placement:

@@ -41,7 +41,8 @@ from ondevice_farm.controller.fleet import JobEvent
 from ondevice_farm.controller.pipeline import check_requests, compile_all, prepare_on, run_request
 from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.selection import DeviceSelector
-from ondevice_farm.controller.submission import Prepared, SubmitRequest, with_home_caches
+from ondevice_farm.controller.submission import with_home_caches
+from ondevice_farm.controller.submit_request import Prepared, SubmitRequest
 from ondevice_farm.errors import FarmError, UsageError
 from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.profiles import DeviceProfile

@@ -20,7 +20,7 @@ from ondevice_farm.analysis.paired_generation import (
     overall_verdict,
     paired_rounds_document,
 )
-from ondevice_farm.controller.submission import Prepared
+from ondevice_farm.controller.submit_request import Prepared
 from ondevice_farm.errors import UsageError
 from ondevice_farm.generate.folder import read_folder
 from ondevice_farm.generate.spec import GenerateSpec

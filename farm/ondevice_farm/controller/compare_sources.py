@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ondevice_farm.config import FarmHome
-from ondevice_farm.controller.submission import Prepared
+from ondevice_farm.controller.submit_request import Prepared
 from ondevice_farm.errors import UsageError
 
 if TYPE_CHECKING:

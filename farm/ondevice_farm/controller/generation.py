@@ -12,6 +12,7 @@ import numpy as np
 
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile.report import CompiledArtifact, CompileReport
+from ondevice_farm.controller.submit_request import Prepared, SubmitRequest
 from ondevice_farm.errors import UsageError
 from ondevice_farm.generate.folder import PROMPT_INPUT, read_folder
 from ondevice_farm.generate.prompt import generation_plan
@@ -22,7 +23,6 @@ from ondevice_farm.targets import Target
 
 if TYPE_CHECKING:
     from ondevice_farm.controller.selection import DeviceSelector
-    from ondevice_farm.controller.submission import Prepared, SubmitRequest
 
 #: the target a folder built for the CPU runs as (onnxruntime-genai's own CPU provider)
 GENERATION_TARGET = "ort/cpu"
@@ -58,8 +58,6 @@ def prepare_generation(
     request: SubmitRequest, selectors: list[DeviceSelector], profiles: dict[str, DeviceProfile]
 ) -> Prepared:
     """The folder read and checked, the prompt drawn (or tokenized) and checked against its context."""
-    from ondevice_farm.controller.submission import Prepared
-
     assert request.generate is not None
     if request.inputs_npz is not None or request.shapes or request.reference_model is not None:
         raise UsageError("--inputs, --shape and --reference do not apply to a generation job")

@@ -26,7 +26,7 @@ from ondevice_farm.analysis.intermediates import LayerPoint, with_outputs
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.cluster import ClusterConfig
 from ondevice_farm.controller.pipeline import submit
-from ondevice_farm.controller.submission import SubmitRequest
+from ondevice_farm.controller.submit_request import SubmitRequest
 from ondevice_farm.errors import DeviceError
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress

@@ -20,7 +20,7 @@ import numpy as np
 from ondevice_farm.analysis.job import failed_document
 from ondevice_farm.analysis.tolerance import Tolerance
 from ondevice_farm.artifacts import ArtifactStore, tree_size_bytes
-from ondevice_farm.compile import OrtCompileCache, compile_for_target
+from ondevice_farm.compile import CompileCache, compile_for_target
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.config import (
     FarmHome,
@@ -36,14 +36,8 @@ from ondevice_farm.controller.queue import JobSpec
 from ondevice_farm.controller.recording import RunRecorder, recorded_run
 from ondevice_farm.controller.results import run_store
 from ondevice_farm.controller.selection import needs_units
-from ondevice_farm.controller.submission import (
-    Prepared,
-    SubmitRequest,
-    job_tolerance,
-    prepare,
-    run_document,
-    with_home_caches,
-)
+from ondevice_farm.controller.submission import job_tolerance, prepare, run_document, with_home_caches
+from ondevice_farm.controller.submit_request import Prepared, SubmitRequest
 from ondevice_farm.errors import FarmError
 from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.profiles import DeviceProfile
@@ -90,7 +84,7 @@ def compile_all(
                 coreml_precision=request.coreml_precision,
                 source=pytorch.checkpoint if pytorch is not None else None,
                 coreml_quantization=request.coreml_quantization,
-                cache=OrtCompileCache(home.compiled, prepared.info.sha256),
+                cache=CompileCache(home.compiled, prepared.info.sha256),
                 coreml_fixed_inputs=prepared.fixed_inputs or None,
             )
         except FarmError as exc:

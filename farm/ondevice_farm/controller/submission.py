@@ -1,12 +1,12 @@
-"""A submission as asked and as checked: the request, how progress is told, the checks run before
-anything is compiled or stored (`prepare`), the run's document and each job's tolerance."""
+"""A submission checked: the checks run before anything is compiled or stored (`prepare`, from a
+`SubmitRequest` to a `Prepared`, both in submit_request.py), the run's document and each job's
+tolerance. A generation job's own checks are generation.py's."""
 
 from __future__ import annotations
 
 import dataclasses
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,17 +14,10 @@ import numpy as np
 
 from ondevice_farm.analysis.tolerance import Tolerance, ToleranceOverrides, default_tolerance
 from ondevice_farm.compile.report import CompiledArtifact
-from ondevice_farm.config import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_PLACEMENT_DEADLINE_S,
-    DEFAULT_REPEATS,
-    DEFAULT_SEED,
-    DEFAULT_SUSTAINED_WINDOW_S,
-    DEFAULT_TIMED_RUNS,
-    DEFAULT_WARMUP_RUNS,
-    FarmHome,
-)
+from ondevice_farm.config import FarmHome
+from ondevice_farm.controller.generation import prepare_generation
 from ondevice_farm.controller.selection import DeviceSelector, check_targets, parse_devices, targets_for
+from ondevice_farm.controller.submit_request import Prepared, SubmitRequest
 from ondevice_farm.errors import UsageError
 from ondevice_farm.generate.folder import is_genai_folder
 from ondevice_farm.inputs import load_npz_inputs, resolve_shapes, seeded_inputs
@@ -36,79 +29,7 @@ from ondevice_farm.targets import Target
 from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
 
 if TYPE_CHECKING:
-    from ondevice_farm.generate.spec import GenerateSpec, PromptSource
-    from ondevice_farm.generate.trace import GenerationPlan
     from ondevice_farm.torch_source.ingest import TorchSource
-
-
-@dataclass(frozen=True)
-class SubmitRequest:
-    model_path: Path
-    devices: str
-    targets: list[Target] | None = None
-    runs: int = DEFAULT_TIMED_RUNS
-    warmup: int = DEFAULT_WARMUP_RUNS
-    #: measurement sessions per job, each with its own warm-up and timed runs
-    repeats: int = DEFAULT_REPEATS
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    inputs_npz: Path | None = None
-    seed: int = DEFAULT_SEED
-    #: overrides of the per-precision defaults (--tolerance, a suite's `tolerance:`), or one
-    #: Tolerance for every job
-    tolerance: Tolerance | ToleranceOverrides | None = None
-    #: another model with the same inputs and outputs whose host outputs are the reference
-    #: (the float model of a quantised artifact); None: the submitted model itself
-    reference_model: Path | None = None
-    intra_op_threads: int | None = None
-    profile_ops: bool = True
-    coreml_precision: str = "fp16"
-    #: QDQ models on CoreML: keep 8-bit weights/activations, or fold to float
-    coreml_quantization: str = "keep"
-    #: tries of a job whose unit disconnected or died, on other units of the profile
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    #: how long a job waits while no unit of its profile is up
-    placement_deadline_s: float = DEFAULT_PLACEMENT_DEADLINE_S
-    #: a job pinned to a unit (`pixel8:SERIAL`, `pixel8:*`) whose unit is lost runs on another
-    #: unit of the profile instead of failing (a suite's `units_interchangeable: true`)
-    units_interchangeable: bool = False
-    #: where a PyTorch checkpoint's ONNX exports and eager references are cached (FarmHome.torch)
-    torch_cache: Path | None = None
-    #: where models' descriptions are cached by content hash (FarmHome.models; None: not cached)
-    model_cache: Path | None = None
-    #: a sustained phase after the timed runs (0: none), cut into windows of this length
-    sustained_s: float = 0.0
-    sustained_window_s: float = DEFAULT_SUSTAINED_WINDOW_S
-    #: a generation job (`--generate`): MODEL is an ONNX Runtime GenAI folder (docs/generate.md)
-    generate: GenerateSpec | None = None
-    #: a generation job's prompt (`--prompt-file`) instead of seeded synthetic token ids
-    prompt: PromptSource | None = None
-    #: `--fix`: scalar inputs pinned to a value for the whole run (the reference, every target's
-    #: inputs, the CoreML lowering's constants); None: the value `inputs_npz` holds
-    fixed_inputs: dict[str, float | None] = field(default_factory=dict)
-
-
-@dataclass
-class Prepared:
-    """A checked submission: what to run, with what, against which reference."""
-
-    info: ModelInfo
-    selectors: list[DeviceSelector]
-    plan: list[tuple[DeviceSelector, Target]]
-    shapes: dict[str, tuple[int, ...]]
-    inputs: dict[str, np.ndarray]
-    #: the model whose host outputs are the reference: `info` unless --reference names another
-    reference_info: ModelInfo | None = None
-    #: the checkpoint, its ONNX export (or the export's refusal) and eager reference, where the
-    #: source is PyTorch
-    torch: TorchSource | None = None
-    #: a generation job's token ids and counts (`SubmitRequest.generate`)
-    generation: GenerationPlan | None = None
-    #: `--fix`: each pinned input's value, also in `inputs`; the CoreML compiles fold it
-    fixed_inputs: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def reference_source(self) -> ModelInfo:
-        return self.reference_info or self.info
 
 
 def _ingest_torch(request: SubmitRequest) -> TorchSource:
@@ -138,8 +59,8 @@ def with_home_caches(request: SubmitRequest, home: FarmHome) -> SubmitRequest:
 def _onnx_plan(
     request: SubmitRequest, plan: list[tuple[DeviceSelector, Target]]
 ) -> list[tuple[DeviceSelector, Target]]:
-    """An ONNX model's jobs: a target whose converter reads a PyTorch checkpoint (ExecuTorch,
-    LiteRT, coreml-torch) is a usage error when asked for, and left out of a profile's own list."""
+    """An ONNX model's jobs: a target whose converter reads a PyTorch checkpoint
+    (Target.needs_checkpoint) is a usage error when asked for, and left out of a profile's own list."""
     asked = [t for t in request.targets or [] if t.needs_checkpoint]
     if asked:
         raise UsageError(
@@ -174,8 +95,6 @@ def prepare(
             hint="submit the ONNX model (a checkpoint's ONNX export), or give the value with --inputs",
         )
     if request.generate is not None:
-        from ondevice_farm.controller.generation import prepare_generation
-
         return prepare_generation(request, selectors, profiles)
     if is_genai_folder(request.model_path):
         raise UsageError(
@@ -217,7 +136,11 @@ def _pin_inputs(
     are the lowering's own, run before anything is compiled or stored."""
     if not request.fixed_inputs:
         return {}
-    from ondevice_farm.compile.coreml.pinning import check_pinned_names, fixes_from_inputs, pinned_array
+    from ondevice_farm.runtimes.coreml.compile.pinning import (
+        check_pinned_names,
+        fixes_from_inputs,
+        pinned_array,
+    )
 
     check_pinned_names(request.fixed_inputs, [spec.name for spec in info.inputs])
     source = None if request.inputs_npz is None else f"--inputs {request.inputs_npz.name}"

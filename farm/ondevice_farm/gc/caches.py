@@ -6,7 +6,7 @@ Every cache is a directory of entries, each entry a file or a folder removed as 
                                  kept while a kept run, the nightly's baselines or a lease need them
     references/<key>.npz         host reference outputs (`farm/ondevice_farm/reference.py`)
     models/<sha>.v1.json         models' descriptions (`farm/ondevice_farm/model_cache.py`)
-    compiled/<key>.json          ONNX Runtime compile reports (`farm/ondevice_farm/compile/cache.py`)
+    compiled/<key>.json          ONNX Runtime compile reports (`farm/ondevice_farm/runtimes/ort/cache.py`)
     torch/{exports,references}/  PyTorch checkpoints' ONNX exports and eager outputs
     traces/                      Chrome traces written by `farm report --trace`
     uploads/<sha>/               models uploaded to `farm serve`'s submit API

@@ -26,11 +26,8 @@ from ondevice_farm.controller.pipeline import (
 )
 from ondevice_farm.controller.recording import recorded_run
 from ondevice_farm.controller.results import RunStore, run_store
-from ondevice_farm.controller.submission import (
-    SubmitRequest,
-    run_document,
-    with_home_caches,
-)
+from ondevice_farm.controller.submission import run_document, with_home_caches
+from ondevice_farm.controller.submit_request import SubmitRequest
 from ondevice_farm.gc.leases import LeaseBook
 from ondevice_farm.nightly.compare import Comparison, Key, Series, compare_runs, job_key
 from ondevice_farm.nightly.paired import attach_baselines

@@ -132,7 +132,7 @@ def coreml_lowering_check(model_path: Path) -> list[Unsupported] | None:
     """Every node the farm's CoreML lowering refuses, with its reason (attributes and shapes
     included, not only the op type); None where that lowering is not installed here."""
     try:
-        from ondevice_farm.compile.coreml.convert import (
+        from ondevice_farm.runtimes.coreml.compile.convert import (
             CoreMLOptions,
             list_unsupported,
             prepare_graph,

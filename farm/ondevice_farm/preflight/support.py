@@ -14,7 +14,9 @@ from ondevice_farm.targets import Target
 #: ONNX Runtime backend -> data file
 ORT_SUPPORT_FILES = {"nnapi": "nnapi.yaml", "xnnpack": "xnnpack.yaml", "qnn": "qnn.yaml"}
 COREML_EP_FILE = "coreml_ep.yaml"
-COREML_LOWERING_SOURCE = "farm/ondevice_farm/compile/coreml/table.py (the farm's ONNX -> MIL lowering)"
+COREML_LOWERING_SOURCE = (
+    "farm/ondevice_farm/runtimes/coreml/compile/table.py (the farm's ONNX -> MIL lowering)"
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ def coreml_support() -> OpSupport:
     """The farm's CoreML lowering table where it is installed (an op it cannot lower stops the
     compile), else ONNX Runtime's documented CoreML ML Program list as the nearest stand-in."""
     try:
-        from ondevice_farm.compile.coreml.table import lowering_table
+        from ondevice_farm.runtimes.coreml.compile.table import lowering_table
 
         ops = {op: "" for op in lowering_table()}
     except Exception:  # an engineer's module in progress or coremltools missing: degrade, do not fail

@@ -86,7 +86,7 @@ class Column:
         return {backend_name(str(k)): int(v) for k, v in placement.items()}
 
     def delegation(self) -> tuple[int, int] | None:
-        """(nodes the delegate took, nodes it left on fallback kernels) of an ExecuTorch or LiteRT
+        """(nodes the delegate took, nodes it left on fallback kernels) of a delegating runtime's
         compile (`compile.extra.delegation`); None for targets without a delegate or that record."""
         extra = self.compile.get("extra") or {}
         table: dict[str, dict[str, Any]] = extra.get("delegation") or {}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
 from ondevice_farm.reports.routes import ROUTE_COLUMNS, export_row, onnx_export_text, route_cells
+from ondevice_farm.runtimes.coreml.compile.routes import ROUTE_LABELS
 
 
 def _row(cells: list[str]) -> str:

@@ -90,7 +90,7 @@ def _warm_load(column: Column) -> str:
 
 
 def _delegation_cell(column: Column) -> str:
-    """ExecuTorch/LiteRT: the nodes XNNPACK took and those left on portable/builtin kernels."""
+    """A runtime with a delegate: the nodes it took and those left on the runtime's own kernels."""
     counts = column.delegation()
     if counts is None:
         return "-"

@@ -52,7 +52,7 @@ def _artifact(column: Column, artifacts_root: Path | None) -> Path | None:
 def _coreml_probe(
     model_path: Path, inputs: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]], precision: str
 ) -> Probe:
-    from ondevice_farm.compile.coreml.layer_values import predicted_layer_values
+    from ondevice_farm.runtimes.coreml.compile.layer_values import predicted_layer_values
 
     def probe(names: list[str]) -> dict[str, np.ndarray]:
         return predicted_layer_values(model_path, inputs, names, precision, input_shapes=shapes)

@@ -1,10 +1,11 @@
 """What reduced precision alone would do to the outputs, predicted on the host.
 
 For a run with an fp16 job, the farm's CoreML lowering runs the model as an fp16 ML Program in
-its host MIL executor (`ondevice_farm.compile.coreml.drift.predict_drift`) on the run's seeded inputs; the
-SNR of those outputs against the fp32 host reference is what fp16 rounding explains. A device SNR
-close to it means precision is the whole story; far below it, something else is wrong. Without
-coremltools (or the lowering) there is no prediction and the report says only what it measured."""
+its host MIL executor (`ondevice_farm.runtimes.coreml.compile.drift.predict_drift`) on the
+run's seeded inputs; the SNR of those outputs against the fp32 host reference is what fp16
+rounding explains. A device SNR close to it means precision is the whole story; far below it,
+something else is wrong. Without coremltools (or the lowering) there is no prediction and the
+report says only what it measured."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def predicted_snr_db(model_path: Path, run: dict[str, Any], precision: str) -> d
         return {}
     try:
         from ondevice_farm.analysis.numeric import diff_output
-        from ondevice_farm.compile.coreml.drift import predict_drift
         from ondevice_farm.reference import reference_outputs
+        from ondevice_farm.runtimes.coreml.compile.drift import predict_drift
     except ImportError:
         return {}
     try:

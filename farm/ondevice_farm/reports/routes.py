@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ondevice_farm.compile.coreml.routes import ROUTE_LABELS
+from ondevice_farm.runtimes.coreml.compile.routes import ROUTE_LABELS
 
 
 def _worst(outputs: dict[str, dict[str, float]] | None, key: str, pick: Any) -> str:

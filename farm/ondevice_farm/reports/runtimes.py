@@ -1,7 +1,7 @@
 """`farm compile`'s runtimes side by side: per target, what its delegate took and what it left.
 
 One row per compiled target from its compile report: the delegate, the nodes it took and those
-left on fallback kernels (ExecuTorch's portable, LiteRT's builtin; ONNX Runtime's providers as
+left on fallback kernels (each runtime's own, as its spec names them; ONNX Runtime's providers as
 partitioned), partitions, and the artifact's size. Rows come in the order the targets were given.
 """
 

@@ -24,7 +24,7 @@ def _share(value: float | None) -> str:
 
 
 def _delegation(column: Column) -> str:
-    """ExecuTorch/LiteRT: nodes the delegate took / nodes left on portable or builtin kernels."""
+    """A runtime with a delegate: nodes the delegate took / nodes left on the runtime's own kernels."""
     counts = column.delegation()
     return "-" if counts is None else f"{counts[0]} / {counts[1]}"
 

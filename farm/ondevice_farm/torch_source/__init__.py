@@ -9,7 +9,7 @@ torch is imported only inside these modules' functions (extra `ondevice-farm[tor
     ingest       all of the above for one submission: TorchSource
     routes       both CoreML routes side by side, predicted on the host
 
-The `coreml-torch/*` compiler itself is `ondevice_farm.compile.coreml.torch_route`.
+The `coreml-torch/*` compiler itself is `ondevice_farm.runtimes.coreml.compile.torch_route`.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@
                -> the export on ONNX Runtime (CPU, optimisations off) against eager: its own error
 
 The run document records the checkpoint's sha256 and torch version beside the ONNX export's.
-Where torch.onnx.export refuses the checkpoint, ingest goes on without ONNX: ExecuTorch, LiteRT
-and coremltools convert the checkpoint itself, and only the targets built from the export fail,
-each with the export's one line.
+Where torch.onnx.export refuses the checkpoint, ingest goes on without ONNX: the converters that
+read the checkpoint itself (`Target.needs_checkpoint`) still run, and only the targets built from
+the export fail, each with the export's one line.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import numpy as np
 
 from ondevice_farm.errors import ModelError, install_hint
 from ondevice_farm.model_cache import write_atomically
+from ondevice_farm.runtimes.registry import checkpoint_sources
 from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 from ondevice_farm.torch_source.program import named_op, quiet_converters
 from ondevice_farm.torch_source.runtime import import_torch
@@ -44,7 +45,7 @@ RECORD_FILE = "export.json"
 #: both exporters take seconds to refuse again
 REFUSED_SUFFIX = ".refused.json"
 #: what the hints offer where there is no ONNX: the targets whose converters read the checkpoint
-WITHOUT_ONNX = "executorch/*, litert/* and coreml-torch/* targets convert the checkpoint without ONNX"
+WITHOUT_ONNX = f"{checkpoint_sources()} targets convert the checkpoint without ONNX"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: how the dynamo exporter spells the op it has no ONNX function for

@@ -1,4 +1,4 @@
-"""The checkpoint as a `torch.export` ExportedProgram: what ExecuTorch and LiteRT convert.
+"""The checkpoint as a `torch.export` ExportedProgram: what the checkpoint runtimes convert.
 
 A `.pt2` is one already. A TorchScript `.pt` goes through torch's TorchScript -> ExportedProgram
 converter (`torch._export.converter.TS2EPConverter`, the one `torch.export` documents for
@@ -41,7 +41,7 @@ def named_op(exc: BaseException) -> str | None:
 @contextlib.contextmanager
 def _quiet_descriptors() -> Iterator[None]:
     """stdout and stderr at the descriptor level: the converters' C++ parts (absl logging, the
-    flatbuffer exporter, ExecuTorch's cpuinfo) write there, past Python's streams."""
+    flatbuffer exporter, a runtime's cpuinfo) write there, past Python's streams."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ondevice_farm.analysis.numeric import diff_output
-from ondevice_farm.compile.coreml.drift import PREDICTION_NOTE
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.errors import FarmError
+from ondevice_farm.runtimes.coreml.compile.drift import PREDICTION_NOTE
 from ondevice_farm.targets import Target
 from ondevice_farm.torch_source.ingest import TorchSource
 
@@ -48,8 +48,8 @@ def compile_routes(
     source: TorchSource, backend: str, out_dir: Path, precision: str
 ) -> tuple[CompiledArtifact, CompiledArtifact | FarmError]:
     """`coreml/<backend>` from the ONNX export and `coreml-torch/<backend>` from the checkpoint."""
-    from ondevice_farm.compile.coreml import compile_coreml
-    from ondevice_farm.compile.coreml.torch_route import compile_coreml_torch
+    from ondevice_farm.runtimes.coreml.compile import compile_coreml
+    from ondevice_farm.runtimes.coreml.compile.torch_route import compile_coreml_torch
 
     target = Target("coreml", backend)
     onnx_route = compile_coreml(
@@ -70,8 +70,12 @@ def compile_routes(
 
 def route_study(source: TorchSource, precision: str = "fp16") -> dict[str, Any]:
     """`model.source.routes` of a run document: both routes compiled, compared and predicted."""
-    from ondevice_farm.compile.coreml import predict_drift
-    from ondevice_farm.compile.coreml.routes import compare_routes, describe_divergence, route_summary
+    from ondevice_farm.runtimes.coreml.compile import predict_drift
+    from ondevice_farm.runtimes.coreml.compile.routes import (
+        compare_routes,
+        describe_divergence,
+        route_summary,
+    )
 
     study: dict[str, Any] = {"precision": precision, "prediction_note": PREDICTION_NOTE}
     with tempfile.TemporaryDirectory(prefix="farm-routes-") as tmp:

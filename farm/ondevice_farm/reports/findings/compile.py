@@ -28,8 +28,8 @@ def node_count_gap(comparison: Comparison) -> list[Finding]:
     counts = {
         c.label: int(c.compile["nodes_after"])
         for c in comparison.ok_columns
-        # ExecuTorch and LiteRT count kernels (a delegate call is one), not graph nodes: what their
-        # delegates took is `delegate_fallbacks`'s (findings/delegation.py)
+        # a delegating runtime counts kernels (a delegate call is one), not graph nodes: what its
+        # delegate took is `delegate_fallbacks`'s (findings/delegation.py)
         if c.compile.get("nodes_after") is not None and not (c.compile.get("extra") or {}).get("delegation")
     }
     if len(counts) < 2:

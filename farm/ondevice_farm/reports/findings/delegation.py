@@ -1,8 +1,8 @@
 """What each runtime's delegate took and what it left to fallback kernels, from the compile reports.
 
-ExecuTorch and LiteRT report per op how many nodes XNNPACK took and how many stayed on portable
-or builtin kernels (`compile.extra.delegation`); this holds whether or not the runtime can profile
-per op (LiteRT's Python interpreter cannot), so the fallbacks of every runtime are named."""
+A runtime with a delegate reports per op how many nodes the delegate took and how many stayed on
+its own kernels (`compile.extra.delegation`); this holds whether or not the runtime can profile
+per op (not every runtime's Python interpreter can), so the fallbacks of every runtime are named."""
 
 from __future__ import annotations
 
