@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from ondevice_farm.analysis.paired import PairedPolicy, judge, rounds_to_decide, stored_pairs
+
 from ..core.conftest import farm, farm_process
 from .conftest import matmul_chain
 
@@ -53,9 +55,10 @@ def test_a_model_twice_as_slow_is_slower_and_exits_1(tmp_path: Path) -> None:
     assert pair["method"].startswith("paired t")
     assert pair["settings"]["threads"] == "1"
     assert pair["settings"]["affinity"] not in ("", "not controllable")
-    assert pair["first"]["A"] + pair["first"]["B"] == pair["rounds"]
     orders = [r["order"] for r in pair["round_details"]]
-    assert set(orders) <= {"AB", "BA"}
+    assert set(orders) <= {"AB", "BA"} and len(orders) == pair["rounds"]
+    # the summary counts what the rounds record
+    assert pair["first"] == {"A": orders.count("AB"), "B": orders.count("BA")}
     assert document["settings"]["order_seed"] == 5
     assert all(r["candidate_p50_ms"] > r["baseline_p50_ms"] for r in pair["round_details"])
     assert "slower" in markdown.read_text()
@@ -72,8 +75,18 @@ def test_the_same_model_twice_is_never_slower(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     [pair] = json.loads(result.stdout)["comparisons"]
     assert pair["verdict"] in ("same", "inconclusive")
+    # the verdict, its interval and the projection are the analysis of the rounds the JSON records
+    policy = PairedPolicy()  # one pair: the whole alpha
+    verdict = judge(stored_pairs(pair["round_details"]), policy)
+    assert (pair["verdict"], pair["interval"], pair["p_value"]) == (
+        verdict.verdict,
+        [verdict.ci_low, verdict.ci_high],
+        verdict.p_value,
+    )
     if pair["verdict"] == "inconclusive":
-        assert pair["to_decide"]["rounds"] is None or pair["to_decide"]["rounds"] > 8
+        assert pair["to_decide"]["rounds"] == rounds_to_decide(verdict, policy)
+    else:
+        assert "to_decide" not in pair
 
 
 def test_order_is_drawn_from_the_seed(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import random
 
-from ondevice_farm.analysis.paired import PairedPolicy
+import pytest
+
+from ondevice_farm.analysis.paired import PairedPolicy, PairedVerdict
 from ondevice_farm.analysis.paired_generation import (
     DECODE_RATE,
     TTFT,
@@ -17,6 +19,8 @@ from ondevice_farm.analysis.paired_generation import (
 from ondevice_farm.analysis.regression import RegressionPolicy
 from ondevice_farm.nightly.compare import JobComparison, compare_runs, job_key
 from ondevice_farm.nightly.report import notes, row
+
+from .test_student_t import quantile
 
 
 def _rounds(
@@ -65,6 +69,29 @@ def test_bonferroni_over_pairs_and_the_two_metrics() -> None:
     assert generation_family(PairedPolicy(alpha=0.01), pairs=3).alpha == 0.01 / 6
 
 
+def _half_width(verdict: PairedVerdict) -> float:
+    return (math.log(verdict.ci_high) - math.log(verdict.ci_low)) / 2.0
+
+
+def _expected_half_width(verdict: PairedVerdict, alpha: float) -> float:
+    """The paired interval's half-width at `alpha` (docs/compare.md), with the closed-form t."""
+    n = verdict.rounds
+    spend = alpha * 5 / (n * (n + 1))
+    return quantile(1.0 - spend / 2.0, n - 1) * verdict.sd_log_ratio / math.sqrt(n)
+
+
+def test_each_metric_is_the_paired_interval_at_half_the_pairs_alpha() -> None:
+    """Each metric's interval is the fixed graph's interval (its error rates: test_paired_error_rates.py)
+    built at alpha / 2 of the pair's share: t_{1 - a_n/2, n-1} * sd / sqrt(n), a_n = (alpha / 2) * 5 /
+    (n (n + 1)), the quantile from the closed-form t."""
+    verdicts = judge_generation(_rounds(1.0, 1.0, spread=0.05), generation_family(PairedPolicy(), pairs=1))
+    for verdict in verdicts.values():
+        assert verdict.paired.alpha == 0.005
+        assert _half_width(verdict.paired) == pytest.approx(
+            _expected_half_width(verdict.paired, 0.005), rel=1e-7
+        )
+
+
 def _job(rounds: list[dict[str, float]] | None = None) -> dict[str, object]:
     job: dict[str, object] = {"model": {"name": "llama"}, "requested": "host-cpu", "target": "ort/cpu"}
     job.update(status="ok", artifact_sha256="b" if rounds else "a", latency_ms={})
@@ -85,6 +112,31 @@ def test_the_nightly_judges_a_changed_generation_job_on_both_metrics() -> None:
     same = _compare(_rounds(1.0, 1.0))
     assert same.verdict == "unchanged" and "TTFT" in notes(same)[0] and "decode" in notes(same)[0]
     assert same.to_dict()["paired_metrics"]["decode_tokens_per_s"]["verdict"] == "same"
+    # judged at the alpha the night stored for the test (its share of the family), not the default
+    assert same.paired_metrics is not None
+    for verdict in same.paired_metrics.values():
+        assert verdict.paired.alpha == 0.005
+        assert _half_width(verdict.paired) == pytest.approx(
+            _expected_half_width(verdict.paired, 0.005), rel=1e-7
+        )
+
+
+def test_the_nightly_judges_a_changed_fixed_graph_at_its_stored_alpha() -> None:
+    """A changed fixed graph's stored rounds: judged by the paired test at the alpha the night stored
+    (0.002: one of five tests), with the interval that alpha gives."""
+    rng = random.Random(3)
+    rounds = [
+        {"baseline_p50_ms": 2.0, "candidate_p50_ms": 2.0 * math.exp(rng.gauss(0.1, 0.02))} for _ in range(9)
+    ]
+    now = _job()
+    now.update(artifact_sha256="b")
+    now["paired"] = {"seed": 1, "stopped": "decided", "rounds": [{"order": "AB", **r} for r in rounds]}
+    now["paired_baseline"] = {"artifact_sha256": "a", "run_id": "r1", "alpha": 0.002, "min_effect": 0.03}
+    old = _job()
+    (entry,) = compare_runs([now], {job_key(old): [("r1", old)]}, RegressionPolicy()).jobs
+    assert entry.judged_by == "paired" and entry.verdict == "regressed" and entry.paired is not None
+    assert entry.paired.alpha == 0.002 and entry.paired.rounds == 9
+    assert _half_width(entry.paired) == pytest.approx(_expected_half_width(entry.paired, 0.002), rel=1e-7)
 
 
 def _compare(rounds: list[dict[str, float]]) -> JobComparison:
