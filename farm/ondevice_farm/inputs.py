@@ -7,16 +7,20 @@ like with like.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
-from ondevice_farm.errors import UsageError
+from ondevice_farm.errors import FarmError, UsageError
 from ondevice_farm.model import ModelInfo, TensorSpec
 
 DEFAULT_DYNAMIC_DIM = 1
 DEFAULT_INT_HIGH = 10
 _SHAPE_RE = re.compile(r"^\s*([^=\s]+)\s*=\s*(\d+(?:\s*[xX,]\s*\d+)*)\s*$")
+_E = TypeVar("_E", bound=FarmError)
 
 
 def parse_shapes(items: tuple[str, ...] | list[str]) -> dict[str, tuple[int, ...]]:
@@ -52,6 +56,76 @@ def resolve_shapes(info: ModelInfo, overrides: dict[str, tuple[int, ...]]) -> di
         else:
             shapes[spec.name] = tuple(d if isinstance(d, int) else DEFAULT_DYNAMIC_DIM for d in spec.shape)
     return shapes
+
+
+@dataclass(frozen=True)
+class UnpinnedDims:
+    """The inputs whose dynamic dims no `--shape` pinned, with the shapes the farm used for them
+    (`resolve_shapes` sets such a dim to DEFAULT_DYNAMIC_DIM, an `--inputs` array to its own size).
+
+    A size the farm chose is a common hidden cause of a failed compile or run (an STFT's Conv over
+    a sequence of 1 sample): a failure names these inputs and the `--shape` that pins them.
+    """
+
+    #: (the input as the model declares it, the shape the farm used)
+    inputs: tuple[tuple[TensorSpec, tuple[int, ...]], ...]
+
+    def note(self) -> str:
+        """One sentence: which dims, the sizes they got, and the `--shape` that pins them."""
+        declared = ", ".join(f"{spec.name}[{', '.join(map(str, spec.shape))}]" for spec, _ in self.inputs)
+        used = ", ".join(f"{spec.name}={'x'.join(map(str, shape))}" for spec, shape in self.inputs)
+        chosen = all(
+            got == DEFAULT_DYNAMIC_DIM
+            for spec, shape in self.inputs
+            for want, got in zip(spec.shape, shape, strict=True)
+            if not isinstance(want, int)
+        )
+        sizes = f"set to {DEFAULT_DYNAMIC_DIM} by the farm ({used})" if chosen else f"the farm used {used}"
+        pins = " ".join(f"--shape {spec.name}={_pin(spec, shape)}" for spec, shape in self.inputs)
+        return (
+            f"dynamic dims that no --shape pinned: {declared}, {sizes}; "
+            f"pin them at the sizes the model takes: {pins}"
+        )
+
+    def explained(self, error: _E) -> _E:
+        """`error`, of its type, with the note after its message; its hint kept where it is the
+        error's own, its class's generic one ("pass a valid .onnx file") replaced."""
+        hint = error.hint
+        if hint and hint == type(error).default_hint:
+            hint = "a dynamic dim at a size the model cannot take is a common cause: pin it with --shape"
+        return type(error)(with_note(error.message, self.note()), hint=hint)
+
+
+def unpinned_dims(
+    info: ModelInfo, pinned: Mapping[str, tuple[int, ...]], used: Mapping[str, tuple[int, ...]]
+) -> UnpinnedDims | None:
+    """The inputs of `info` with dynamic dims that `pinned` (`--shape`) leaves out, at the shapes in
+    `used`; None where every input is static or pinned."""
+    left = tuple(
+        (spec, tuple(used[spec.name]))
+        for spec in info.inputs
+        if not spec.is_static and spec.name not in pinned and spec.name in used
+    )
+    return UnpinnedDims(left) if left else None
+
+
+def with_note(message: str, note: str) -> str:
+    """`message` and a note on its cause: on a line of its own under a message that lists lines."""
+    return f"{message}\n  {note}" if "\n" in message else f"{message}; {note}"
+
+
+def _pin(spec: TensorSpec, used: tuple[int, ...]) -> str:
+    """`--shape`'s value: static dims as declared, a size the farm did not choose (an `--inputs`
+    array's) as used, the others as the model's name for them (`input=BATCHxSEQUENCE`)."""
+    dims: list[str] = []
+    for want, got in zip(spec.shape, used, strict=True):
+        if isinstance(want, int):
+            dims.append(str(want))
+        elif got != DEFAULT_DYNAMIC_DIM:
+            dims.append(str(got))
+        else:
+            dims.append(re.sub(r"[^A-Za-z0-9]+", "_", want).strip("_").upper() or "N")
+    return "x".join(dims)
 
 
 def _fit(spec: TensorSpec, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.compile.placement import short_provider
 from ondevice_farm.config import DEFAULT_SEED
 from ondevice_farm.errors import FarmError, UsageError
-from ondevice_farm.inputs import parse_shapes, resolve_shapes
+from ondevice_farm.inputs import UnpinnedDims, parse_shapes, resolve_shapes, unpinned_dims
 from ondevice_farm.reports.terminal import stdout_console
 from ondevice_farm.targets import Target, parse_targets, with_torch_routes
 
@@ -81,6 +81,8 @@ def compile_command(
     home = state.home.ensure()
     source = None
     asked = set(wanted)
+    # a checkpoint's shapes are its example inputs' (or --shape's): pinned, none left for a note
+    unpinned: UnpinnedDims | None = None
     if is_torch_checkpoint(model):
         from ondevice_farm.torch_source.ingest import ingest_torch
 
@@ -99,7 +101,9 @@ def compile_command(
         onnx_path = source.export.path if source.export is not None else source.info.path
     else:
         info = inspect_model(model)
-        input_shapes = resolve_shapes(info, parse_shapes(shapes))
+        pinned = parse_shapes(shapes)
+        input_shapes = resolve_shapes(info, pinned)
+        unpinned = unpinned_dims(info, pinned, input_shapes)
         onnx_path = model
     store = ArtifactStore(home.artifacts)
     reports: list[dict[str, Any]] = []
@@ -122,6 +126,7 @@ def compile_command(
                 source=source.checkpoint if source is not None else None,
                 coreml_quantization=coreml_quantization,
                 coreml_fixed_inputs=fixed_inputs,
+                unpinned=unpinned,
             )
             built[target] = artifact
         except FarmError as exc:

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, cast
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.compile.request import CompileCache, Compiler, CompileRequest
-from ondevice_farm.errors import UsageError
+from ondevice_farm.errors import CompileError, UsageError
 from ondevice_farm.runtimes.spec import load_entry
 from ondevice_farm.targets import Target
 
 if TYPE_CHECKING:
+    from ondevice_farm.inputs import UnpinnedDims
     from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
 
 __all__ = ["CompileCache", "CompileRequest", "compile_for_target", "compiler_for"]
@@ -46,9 +47,12 @@ def compile_for_target(
     coreml_quantization: str = "keep",
     cache: CompileCache | None = None,
     coreml_fixed_inputs: dict[str, float] | None = None,
+    unpinned: UnpinnedDims | None = None,
 ) -> CompiledArtifact:
     """`cache`: where a runtime that keeps its compiles keeps them by the source's hash (a model
-    compiled before costs no second pass); None compiles every time."""
+    compiled before costs no second pass); None compiles every time. `unpinned`: the inputs whose
+    dynamic dims no `--shape` pinned (`inputs.unpinned_dims`), named in any runtime's CompileError
+    with the `--shape` that pins them."""
     request = CompileRequest(
         model_path=model_path,
         target=target,
@@ -59,4 +63,10 @@ def compile_for_target(
         fixed_inputs=coreml_fixed_inputs,
         cache=cache,
     )
-    return compiler_for(target)(request, store)
+    compiler = compiler_for(target)
+    try:
+        return compiler(request, store)
+    except CompileError as exc:
+        if unpinned is None:
+            raise
+        raise unpinned.explained(exc) from exc

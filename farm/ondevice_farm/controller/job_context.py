@@ -27,6 +27,9 @@ class ModelContext:
 
     reference: dict[str, np.ndarray]
     reference_model: dict[str, Any] | None
+    #: the model's dynamic dims that no `--shape` pinned and the sizes they ran at, with the
+    #: `--shape` that pins them (`inputs.UnpinnedDims.note`): said where a job fails; "" if none
+    shape_note: str = ""
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,15 @@ from ondevice_farm.analysis.job import failed_document, job_document
 from ondevice_farm.controller.job_context import JobContext, JobEnd, RunWriting
 from ondevice_farm.controller.job_summary import JobSummary
 from ondevice_farm.controller.results import ControllerResults
-from ondevice_farm.errors import FarmError
+from ondevice_farm.errors import (
+    DeviceAuthError,
+    DeviceLostError,
+    DeviceTimeoutError,
+    FarmError,
+    JobCancelledError,
+    SchedulingError,
+)
+from ondevice_farm.inputs import with_note
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +35,8 @@ log = logging.getLogger(__name__)
 DEFAULT_WRITER_THREADS = 2
 #: results being built or written at once; more wait on their units
 DEFAULT_WRITES_IN_FLIGHT = 8
+#: failures that say nothing of the model's inputs: no note on its unpinned dynamic dims
+_NOT_FROM_INPUTS = (SchedulingError, JobCancelledError, DeviceAuthError, DeviceLostError, DeviceTimeoutError)
 
 
 class JobWriter:
@@ -148,7 +158,10 @@ def document_for(context: JobContext, end: JobEnd) -> dict[str, Any]:
     merged = {**context.base, **timing}
     if end.run is None:
         error = end.error or FarmError(end.message or "the job failed")
-        return failed_document(merged, str(error), type(error).__name__)
+        message = str(error)
+        if context.model.shape_note and not isinstance(error, _NOT_FROM_INPUTS):
+            message = with_note(message, context.model.shape_note)
+        return failed_document(merged, message, type(error).__name__)
     artifact = context.artifact
     document = job_document(
         base=merged,

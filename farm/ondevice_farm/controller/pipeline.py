@@ -38,8 +38,9 @@ from ondevice_farm.controller.results import run_store
 from ondevice_farm.controller.selection import needs_units
 from ondevice_farm.controller.submission import job_tolerance, prepare, run_document, with_home_caches
 from ondevice_farm.controller.submit_request import Prepared, SubmitRequest
-from ondevice_farm.errors import FarmError
+from ondevice_farm.errors import FarmError, ModelError
 from ondevice_farm.gc.leases import LeaseBook
+from ondevice_farm.inputs import UnpinnedDims, unpinned_dims
 from ondevice_farm.profiles import DeviceProfile
 from ondevice_farm.progress import Progress, SilentProgress
 from ondevice_farm.reference import reference_model_entry, reference_outputs
@@ -71,6 +72,8 @@ def compile_all(
         # copy has moved, for op alignment and the pre-flight comparison (both read ONNX)
         store.put(prepared.info.path, "model.onnx")
     compiled: dict[Target, CompiledArtifact | FarmError] = {}
+    # a refusal names the dynamic dims the farm sized (a checkpoint's shapes are its examples')
+    unpinned = None if pytorch is not None else unpinned_dims(prepared.info, request.shapes, prepared.shapes)
     for target in sorted({t for _, t in prepared.plan}):
         progress.stage(f"compiling for {target}")
         try:
@@ -86,6 +89,7 @@ def compile_all(
                 coreml_quantization=request.coreml_quantization,
                 cache=CompileCache(home.compiled, prepared.info.sha256),
                 coreml_fixed_inputs=prepared.fixed_inputs or None,
+                unpinned=unpinned,
             )
         except FarmError as exc:
             compiled[target] = exc
@@ -153,6 +157,7 @@ def plan_model(
     expected_s: Callable[[dict[str, Any]], float | None] | None = None,
 ) -> PlannedModel:
     compiled = compile_all(request, prepared, home, progress)
+    unpinned: UnpinnedDims | None = None
     if prepared.generation is not None:
         from ondevice_farm.controller.generation import folder_reference
 
@@ -165,7 +170,15 @@ def plan_model(
     else:
         source = prepared.reference_source
         progress.stage(f"computing the host reference of {prepared.info.name} with {source.path.name}")
-        computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
+        # the sizes the inputs ran at, named where the reference run or a job fails
+        ran_at = {name: tuple(array.shape) for name, array in prepared.inputs.items()}
+        unpinned = unpinned_dims(prepared.info, request.shapes, ran_at)
+        try:
+            computed = reference_outputs(source.path, source.sha256, prepared.inputs, home.references)
+        except ModelError as exc:
+            if unpinned is None:
+                raise
+            raise unpinned.explained(exc) from None
         # a --reference model may give more outputs than the model: only the model's are compared
         reference = {o.name: computed[o.name] for o in prepared.info.outputs if o.name in computed}
     planned = PlannedModel(request, prepared, reference)
@@ -177,6 +190,7 @@ def plan_model(
             if prepared.torch is not None
             else reference_model_entry(prepared.reference_source, prepared.reference_info is not None)
         ),
+        shape_note=unpinned.note() if unpinned is not None else "",
     )
     tolerances: dict[str, Tolerance] = {}
     shipped: dict[str, Any] = {}
