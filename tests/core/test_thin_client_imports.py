@@ -35,6 +35,7 @@ from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.config import FarmHome
 from ondevice_farm.controller.ray_auth import TOKEN_VAR
 from ondevice_farm.profiles import DEFAULT_PROFILES_DIR
+from tests.module_probe import CLI_PROBE
 
 REPO = Path(__file__).resolve().parents[2]
 TINYNET = REPO / "examples" / "tinynet.onnx"
@@ -45,17 +46,6 @@ TOKEN = "thin-t0ken"
 HEAVY = ("onnx", "onnxruntime", "ml_dtypes", "ray", "torch", "numpy", "scipy", "coremltools", "pandas")
 #: the line `farm submit` says when it uses the local controller (cli/submit.py)
 USED = "submitting to the farm controller at"
-
-#: run in the fresh interpreter: the CLI as `farm` runs it, then the modules it loaded, at exit
-PROBE = """
-import atexit, json, sys
-def _dump():
-    with open(sys.argv[1], "w") as out:
-        json.dump(sorted(sys.modules), out)
-atexit.register(_dump)
-from ondevice_farm.cli.main import cli
-cli(sys.argv[2:], prog_name="farm")
-"""
 
 
 class RecordedRunService:
@@ -107,7 +97,7 @@ def _submit(home: FarmHome, model: Path, tmp_path: Path, name: str) -> set[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "FARM_"))}
     env.update({"HOME": str(tmp_path), "FARM_HOME": str(home.root), TOKEN_VAR: TOKEN})
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(loaded), "submit", str(model), "-d", "host-cpu"],
+        [sys.executable, "-c", CLI_PROBE, str(loaded), "submit", str(model), "-d", "host-cpu"],
         env=env,
         cwd=tmp_path,
         capture_output=True,

@@ -20,22 +20,11 @@ import pytest
 from ondevice_farm.api.local_controller import CONTROLLER_FILE
 from tests.fleet.conftest import only_loopback
 from tests.fleet.serve import FARM, clean_env, farm_serve
+from tests.module_probe import CLI_PROBE
 
 pytestmark = pytest.mark.slow
 
 USED = "submitting to the farm controller at"
-#: the CLI as `farm` runs it, in a fresh interpreter that writes the modules it loaded at exit: a
-#: submit that went through the API never imported Ray (a time bound said the same until a loaded
-#: CI machine took 4.2 s for the API path)
-PROBE = """
-import atexit, json, sys
-def _dump():
-    with open(sys.argv[1], "w") as out:
-        json.dump(sorted(sys.modules), out)
-atexit.register(_dump)
-from ondevice_farm.cli.main import cli
-cli(sys.argv[2:], prog_name="farm")
-"""
 
 
 @dataclass
@@ -63,8 +52,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 def plain_submit(
     home: Path, farm_home: Path, model: Path, *args: str, modules: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`farm submit`; with `modules`, through PROBE, which writes there what it imported."""
-    command = [FARM] if modules is None else [sys.executable, "-c", PROBE, str(modules)]
+    """`farm submit`; with `modules`, through CLI_PROBE, which writes there what it imported."""
+    command = [FARM] if modules is None else [sys.executable, "-c", CLI_PROBE, str(modules)]
     return subprocess.run(
         [*command, "submit", str(model), "--devices", "host-cpu", "--runs", "3", "--json", *args],
         env=clean_env(home, farm_home),
@@ -96,6 +85,7 @@ def test_a_plain_submit_uses_the_running_controller(served: Served, tiny_model: 
     said = [line for line in second.stderr.splitlines() if USED in line]
     assert said == [f"farm: {USED} {served.api_url} (`farm serve`, pid {served.process.pid}); "
                     "--embedded runs it here instead"]  # fmt: skip
+    # the API path imports no Ray (a time bound said so until a loaded CI machine took 4.2 s for it)
     imported = json.loads(modules.read_text())
     assert "ray" not in imported and not any(m.startswith("ray.") for m in imported), "not the API path"
     document = json.loads(second.stdout)
