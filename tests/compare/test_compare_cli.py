@@ -60,7 +60,9 @@ def test_a_model_twice_as_slow_is_slower_and_exits_1(tmp_path: Path) -> None:
     # the summary counts what the rounds record
     assert pair["first"] == {"A": orders.count("AB"), "B": orders.count("BA")}
     assert document["settings"]["order_seed"] == 5
-    assert all(r["candidate_p50_ms"] > r["baseline_p50_ms"] for r in pair["round_details"])
+    # most rounds, not all: on a CI machine at load 20 one round of twice the work came out faster
+    slower_rounds = sum(r["candidate_p50_ms"] > r["baseline_p50_ms"] for r in pair["round_details"])
+    assert slower_rounds >= 0.8 * len(pair["round_details"]), pair["round_details"]
     assert "slower" in markdown.read_text()
     page = html.read_text()
     assert page.count('class="round"') == pair["rounds"]
