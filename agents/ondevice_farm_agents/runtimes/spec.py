@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
@@ -115,6 +115,19 @@ def load_session_module(path: Path) -> ModuleType:
     return module
 
 
+def _opened(
+    runtime: SessionRuntime,
+    backend: str,
+    artifact: Path,
+    inputs: Sequence[np.ndarray],
+    threads: int | None,
+    names: tuple[list[str], list[str]] | None,
+    profiled: bool,
+) -> Any:
+    module = load_session_module(runtime.session_module)
+    return module.open_session(backend, artifact, inputs, threads, profiled, names)
+
+
 def open_session(
     runtime: SessionRuntime,
     backend: str,
@@ -124,8 +137,7 @@ def open_session(
     names: tuple[list[str], list[str]] | None = None,
 ) -> EdgeSession:
     """The runtime's session for a target `runtime/backend`, in this process."""
-    module = load_session_module(runtime.session_module)
-    session: EdgeSession = module.open_session(backend, artifact, inputs, threads, False, names)
+    session: EdgeSession = _opened(runtime, backend, artifact, inputs, threads, names, False)
     return session
 
 
@@ -138,6 +150,5 @@ def open_profiled_session(
     names: tuple[list[str], list[str]] | None = None,
 ) -> ProfiledSession:
     """`open_session` with per-op profiling on; only for a runtime that `profiles_ops`."""
-    module = load_session_module(runtime.session_module)
-    session: ProfiledSession = module.open_session(backend, artifact, inputs, threads, True, names)
+    session: ProfiledSession = _opened(runtime, backend, artifact, inputs, threads, names, True)
     return session

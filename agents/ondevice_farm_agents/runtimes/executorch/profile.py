@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ondevice_farm.analysis.profile_runs import DEFAULT_COLD_RUNS, profiled_run_count
+from ondevice_farm.runtimes.executorch import ETRECORD_SUFFIX
 from ondevice_farm_agents.base import DeviceRun, OpTiming, RunRequest
 from ondevice_farm_agents.runtimes.spec import ProfiledSession
 
@@ -34,7 +35,6 @@ FRAMEWORK_EVENTS = frozenset(
 EXECUTE_BLOCK = "Execute"
 XNNPACK = "XNNPACK"
 PORTABLE = "portable"
-ETRECORD_SUFFIX = ".etrecord"
 
 
 def etrecord_beside(artifact: Path) -> Path | None:
