@@ -7,6 +7,7 @@ The tests share one cluster and run in file order; the last one kills a worker n
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -380,6 +381,11 @@ def test_a_night_handed_to_the_controller_is_left_followed_again_and_cancelled(
     run_id, status, _ = run_jobs_in_store(fleet, "handed")
     assert f"stopped following run {run_id}: it goes on in the controller" in " ".join(stderr.split())
     assert run_id is not None and status == "running"
+    # anyone may watch it through the submit API, no Ray needed: its progress, then the ended run
+    shown = fleet.farm("show", run_id, "--follow", "--address", fleet.api_url(), "--json", timeout_s=120)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert re.search(rf"run {run_id}: \d+ of 12 jobs stored", shown.stderr), shown.stderr[-2000:]
+    assert run_json(shown)["status"] == "complete"
     followed = fleet.farm(
         "nightly", "--allow-simulated", str(suite), *address, "--follow", run_id[:18], "--json", timeout_s=120
     )
@@ -403,6 +409,23 @@ def test_a_night_handed_to_the_controller_is_left_followed_again_and_cancelled(
     again = fleet.farm("cancel", handed["run_id"], *address)
     assert again.returncode == 7 and "has no jobs on this controller" in again.stderr
     wait_for(lambda: not busy_units(fleet), 30, "the cancelled night's jobs stopped")
+
+    # a service's stop (SIGTERM) with --cancel-on-stop ends the night, not only its follower
+    stopped = spawn_farm(
+        fleet, "handed", "nightly", "--allow-simulated", str(suite), *address, "--cancel-on-stop"
+    )
+    try:
+        wait_for(lambda: run_jobs_in_store(fleet, "handed")[0] not in (run_id, second), 90, "the third night")
+        wait_for(lambda: busy_units(fleet), 60, "the third night's jobs running")
+        stopped.send_signal(signal.SIGTERM)
+        _, stderr = stopped.communicate(timeout=60)
+    finally:
+        kill_tree(stopped.pid)
+    third, status, jobs = run_jobs_in_store(fleet, "handed")
+    assert stopped.returncode == 130, stderr[-2000:]
+    assert f"cancelled run {third} in the controller" in " ".join(stderr.split())
+    assert status == "interrupted" and len(jobs) < 12, (status, jobs)
+    wait_for(lambda: not busy_units(fleet), 30, "the third night's jobs stopped")
 
 
 def test_killing_a_worker_node_mid_suite_loses_no_job(fleet: Fleet, tmp_path: Path) -> None:

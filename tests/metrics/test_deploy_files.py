@@ -88,3 +88,24 @@ def test_every_node_runs_with_ray_token_auth() -> None:
     assert env["RAY_AUTH_TOKEN_PATH"] == "/var/lib/farm/.ray/auth_token"
     head = (DEPLOY / "systemd" / "farm-ray-head.service").read_text()
     assert "ExecStartPre=/usr/bin/test -s ${RAY_AUTH_TOKEN_PATH}" in head
+
+
+def test_every_farm_command_of_the_units_takes_the_options_they_give() -> None:
+    """A unit starts `farm COMMAND --option ...`: each option must be one the command has (the
+    nightly's `--cancel-on-stop` is what makes `systemctl stop` end the night, not just its follower)."""
+    import click
+
+    from ondevice_farm.cli.main import cli
+
+    commands: dict[str, tuple[str, list[str]]] = {}
+    for unit in UNITS:
+        for line in unit.read_text().splitlines():
+            if line.startswith("ExecStart=/opt/farm/.venv/bin/farm "):
+                words = line.split()[1:]
+                commands[unit.name] = (words[0], [w for w in words if w.startswith("--")])
+    assert commands["farm-nightly.service"][1][-1] == "--cancel-on-stop"
+    for unit_name, (name, options) in commands.items():
+        command = cli.get_command(click.Context(cli), name)
+        assert command is not None, (unit_name, name)
+        known = {o for p in command.params for o in p.opts}
+        assert set(options) <= known, (unit_name, set(options) - known)

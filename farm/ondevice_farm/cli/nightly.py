@@ -61,6 +61,12 @@ EXIT_REGRESSION = 1
     help="With --address: wait for the suite's night RUN (id or prefix) to end, then give its verdict.",
 )
 @click.option(
+    "--cancel-on-stop",
+    is_flag=True,
+    help="With --address: Ctrl-C or SIGTERM (a service manager's stop or timeout) cancels the night "
+    "in the controller instead of leaving it running there.",
+)
+@click.option(
     "--allow-simulated",
     is_flag=True,
     help="Run the suite on simulated units too (a simulated lab; their figures are synthetic).",
@@ -77,6 +83,7 @@ def nightly(
     as_json: bool,
     detach: bool,
     follow_run: str | None,
+    cancel_on_stop: bool,
     allow_simulated: bool,
 ) -> None:
     """Run the suite SUITE (YAML: models x devices x targets) and report regressions.
@@ -101,6 +108,8 @@ def nightly(
             f"{option} needs a controller (--address or $RAY_ADDRESS): an embedded night ends with "
             "its command"
         )
+    if detach and cancel_on_stop:
+        raise UsageError("--detach and --cancel-on-stop: a detached night has no follower to stop")
     if detach and (html_path is not None or pushgateway):
         raise UsageError("--detach gives no verdict to write or push: give --html/--pushgateway to --follow")
     suite = load_suite(suite_path)
@@ -126,6 +135,7 @@ def nightly(
             baseline=baseline,
             store_location=state.store,
             read_stored=read_stored,
+            cancel_on_stop=cancel_on_stop,
         )
     else:
         night = run_nightly(
@@ -139,6 +149,7 @@ def nightly(
             store_location=state.store,
             read_stored=read_stored,
             detach=detach,
+            cancel_on_stop=cancel_on_stop,
         )
         if isinstance(night, HandedOver):
             say_handed_over(night, suite_path, as_json, stdout)

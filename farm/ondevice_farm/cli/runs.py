@@ -21,8 +21,19 @@ from ondevice_farm.json_values import json_default
 from ondevice_farm.reports.fit import fit_table
 from ondevice_farm.reports.job_groups import groups_table, window_note
 from ondevice_farm.reports.terminal import stdout_console
-from ondevice_farm.run_reader import DEFAULT_DETAIL_JOBS, RunReader, iter_whole_jobs, load_run, run_header
+from ondevice_farm.run_follow import stopped_following, wait_for_end
+from ondevice_farm.run_reader import (
+    DEFAULT_DETAIL_JOBS,
+    RunReader,
+    iter_whole_jobs,
+    load_run,
+    resolve_run,
+    run_header,
+)
 from ondevice_farm.store import ResultsStore, store_exists
+
+#: `farm show --follow`: someone is watching, so a line each 10 s while jobs are being stored
+SHOW_REPORT_EVERY_S = 10.0
 
 ADDRESS_HELP = (
     "Read the fleet's store through the controller (`farm serve`): its Ray address HOST:PORT, "
@@ -104,6 +115,7 @@ def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> Non
                 "status": r.status,
                 "model": r.document.get("model", {}).get("name"),
                 "jobs": store.job_counts(r.run_id),
+                "planned_jobs": r.document.get("planned_jobs"),
             }
             for r in rows
         ]
@@ -120,11 +132,19 @@ def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> Non
             r["kind"],
             str(r["model"] or r["suite"] or "-"),
             r["status"],
-            f"{r['jobs'].get('ok', 0)}/{r['jobs'].get('failed', 0)}",
+            jobs_cell(r["jobs"], r["planned_jobs"] if r["status"] == "running" else None),
         )
     console = stdout_console()
     for part in fit_table(console, table, console.width, keep=1):
         console.print(part)
+
+
+def jobs_cell(counts: dict[str, int], planned: int | None) -> str:
+    """`ok/failed`, and for a run still running how many of its planned jobs are stored."""
+    cell = f"{counts.get('ok', 0)}/{counts.get('failed', 0)}"
+    return (
+        cell if not isinstance(planned, int) else f"{cell} ({sum(counts.values()):,} of {planned:,} stored)"
+    )
 
 
 @click.command()
@@ -137,6 +157,12 @@ def runs(state: CliState, limit: int, address: str | None, as_json: bool) -> Non
     help="Print one JSON document on stdout: the run and every job whole, written as each is read.",
 )
 @click.option("--wide", is_flag=True, help="The summary as one wide table, whatever the terminal's width.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="A run still running: say its progress (jobs stored of planned) until it ends, then show it. "
+    "Ctrl-C stops following; the run goes on.",
+)
 @detail_window_options("Jobs shown in detail (rows, op tables)")
 @click.pass_obj
 @handles_errors
@@ -146,6 +172,7 @@ def show(
     address: str | None,
     as_json: bool,
     wide: bool,
+    follow: bool,
     detail_jobs: int,
     offset: int,
 ) -> None:
@@ -156,6 +183,8 @@ def show(
     # while it runs (controller/cluster.py), and the JSON is written while it does
     stdout = sys.stdout
     with open_store(state, address) as store:
+        if follow:
+            run_id = follow_to_end(store, run_id)
         if as_json:
             write_run_json(store, run_id, stdout)
             return
@@ -166,6 +195,22 @@ def show(
         console = stdout_console()
         console.print(note)
         console.print(groups_table(list(document.get("job_groups") or [])))
+
+
+def follow_to_end(store: RunStore, run_id: str) -> str:
+    """The run's id once it is no longer running, its progress said on stderr meanwhile."""
+    resolved = resolve_run(store, run_id)
+    try:
+        wait_for_end(
+            store,
+            store.run(resolved),
+            lambda line: click.echo(line, err=True),
+            report_every_s=SHOW_REPORT_EVERY_S,
+        )
+    except KeyboardInterrupt:
+        click.echo(stopped_following(resolved), err=True)
+        raise
+    return resolved
 
 
 def write_run_json(store: RunReader, run_id: str, out: TextIO) -> None:

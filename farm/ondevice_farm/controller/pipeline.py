@@ -390,6 +390,8 @@ def submit_on(
                 document["model"]["source"]["routes"] = {
                     "error": "the ONNX export refused the checkpoint: no ONNX route"
                 }
+        # in the run row before its first job starts: what a follower counts stored jobs against
+        document["planned_jobs"] = len(planned.specs) + len(planned.failed)
         with run_store(client.embedded, client.fleet, store or home.store_path) as results:
             with recorded_run(results, run_id, "submit", document) as rec:
                 run_planned([planned], client, rec, progress)

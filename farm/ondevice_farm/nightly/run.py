@@ -15,7 +15,7 @@ from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.config import FarmHome
-from ondevice_farm.controller.client import fleet_client
+from ondevice_farm.controller.client import FleetClient, cancel_run, fleet_client
 from ondevice_farm.controller.cluster import ClusterConfig
 from ondevice_farm.controller.pipeline import (
     check_requests,
@@ -162,9 +162,11 @@ def run_nightly(
     store_location: StoreLocation | None = None,
     read_stored: StoreReader | None = None,
     detach: bool = False,
+    cancel_on_stop: bool = False,
 ) -> NightlyResult | HandedOver:
     """One night. With a controller (`cluster.address`) the night is the controller's: if this
-    stops following it (Ctrl-C), it goes on; `detach`: handed over, not followed at all."""
+    stops following it (Ctrl-C, SIGTERM), it goes on, or with `cancel_on_stop` is cancelled
+    there; `detach`: handed over, not followed at all."""
     progress = progress or SilentProgress()
     requests = [with_home_caches(r, home) for r in requests_for(suite)]
     checked, platforms = check_requests(requests, profiles, settings)
@@ -225,12 +227,28 @@ def run_nightly(
                     run_planned(planned, client, recorder, progress, owned=owned, detach=detach)
                 except KeyboardInterrupt:
                     if recorder.handed_over:
-                        progress.stage(stopped_following(run_id, suite))
+                        left_or_cancelled(client, run_id, suite, progress, cancel_on_stop)
                     raise
             if recorder.detached:
                 return HandedOver(run_id, planned_jobs)
             result = night_verdict(store, document, recorder.status, history, suite, read_stored)
     return result
+
+
+def left_or_cancelled(
+    client: FleetClient, run_id: str, suite: Suite, progress: Progress, cancel: bool
+) -> None:
+    """A follower stopped (Ctrl-C, SIGTERM): the night goes on in the controller, or, asked to
+    (`--cancel-on-stop`: a service manager's stop or timeout means the night must end), is
+    cancelled there as `farm cancel RUN` would."""
+    if not cancel:
+        progress.stage(stopped_following(run_id, suite))
+        return
+    _, left = cancel_run(client.fleet, run_id)
+    progress.stage(
+        f"cancelled run {run_id} in the controller: {left} job(s) dropped or stopped on their units; "
+        "its complete jobs stay in the store"
+    )
 
 
 def stopped_following(run_id: str, suite: Suite) -> str:
