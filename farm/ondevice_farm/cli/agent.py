@@ -11,30 +11,7 @@ from typing import Any
 
 import click
 
-from ondevice_farm.cli.context import CliState, handles_errors
-from ondevice_farm.profiles import DeviceProfile
-from ondevice_farm_agents.base import AgentSettings
-
-#: `FARM_SIMULATED_DEVICES=N`: serve N simulated units (scheduler load tests; never by default)
-SIMULATED_ENV = "FARM_SIMULATED_DEVICES"
-
-
-def fleet_settings(
-    state: CliState, adb: tuple[str, ...] = (), simulated: int | None = None
-) -> tuple[dict[str, DeviceProfile], AgentSettings]:
-    """Profiles and agent settings; simulated units join only when asked for (flag or env)."""
-    from dataclasses import replace
-
-    profiles = state.profiles()
-    settings = state.agent_settings(profiles, adb)
-    count = simulated if simulated is not None else os.environ.get(SIMULATED_ENV)
-    if count is not None and str(count) not in ("", "0"):
-        from ondevice_farm_agents.simulated.profile import with_simulated
-
-        profiles = with_simulated(profiles)
-        extra = {**settings.extra, "simulated_units": str(count)}
-        settings = replace(settings, profiles=profiles, extra=extra)
-    return profiles, settings
+from ondevice_farm.cli.context import SIMULATED_ENV, CliState, fleet_settings, handles_errors
 
 
 def log_to_stderr() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -140,65 +139,44 @@ def compare(
 ) -> None:
     """Is CANDIDATE slower than BASE? Both (model files, or run:RUN_ID) run interleaved, in random
     order, on the same units; exit 1 if B is slower on any device and target."""
-    from ondevice_farm.api.wire import is_api_address
-    from ondevice_farm.cli.agent import fleet_settings
-    from ondevice_farm.controller.cluster import ClusterConfig
-    from ondevice_farm.controller.compare import CompareRequest, parse_affinity, run_compare
-    from ondevice_farm.durations import parse_duration_s
-    from ondevice_farm.generate.spec import parse_generate
-    from ondevice_farm.inputs import parse_shapes
+    from ondevice_farm.cli.context import farm_of
+    from ondevice_farm.python_api.comparing import compare_document, compare_request
     from ondevice_farm.reports.paired import compare_html, compare_markdown, print_compare
     from ondevice_farm.reports.paired_generation import (
         generation_compare_html,
         generation_compare_markdown,
         print_generation_compare,
     )
-    from ondevice_farm.targets import parse_targets
 
     _writable(html_path, "--html")
     _writable(markdown_path, "--markdown")
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if is_api_address(address):
-        raise UsageError(
-            "farm compare reaches a controller through Ray, not its submit API",
-            hint="pass the controller's Ray address, HOST:PORT",
-        )
     if threads == "default":
         thread_count = None
     elif threads.isdigit() and int(threads) >= 1:
         thread_count = int(threads)
     else:
         raise UsageError(f"--threads {threads!r}: expected a positive count or `default`")
-    request = CompareRequest(
-        baseline=baseline,
-        candidate=candidate,
+    request = compare_request(
+        baseline,
+        candidate,
         devices=devices,
-        targets=parse_targets(targets),
+        targets=targets,
         runs=runs,
         warmup=warmup,
-        shapes=parse_shapes(shapes),
+        shapes=shapes,
         inputs_npz=inputs_npz,
         seed=seed,
-        intra_op_threads=thread_count,
-        cpu_affinity=parse_affinity(pin),
-        allow_spinning=None if spinning == "default" else spinning == "on",
-        alpha=alpha,
+        threads=thread_count,
+        pin=pin,
+        spinning=None if spinning == "default" else spinning == "on",
         min_effect=min_effect,
+        alpha=alpha,
         max_rounds=max_rounds,
-        budget_s=parse_duration_s(budget, "--budget"),
+        budget=budget,
         order_seed=order_seed,
-        generate=None if generate is None else parse_generate(generate),
+        generate=generate,
     )
-    profiles, settings = fleet_settings(state, adb)
-    document = run_compare(
-        request,
-        home=state.home,
-        profiles=profiles,
-        settings=settings,
-        cluster=ClusterConfig(address=address),
-        store_location=state.store,
-        progress=CompareProgress(),
-    )
+    document = compare_document(request, farm_of(state, address, adb), CompareProgress())
     if document["settings"].get("generate"):  # two folders: a table and plots per metric
         print_compare, compare_html, compare_markdown = (
             print_generation_compare,

@@ -12,11 +12,8 @@ from rich.markup import escape
 
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.compile.placement import short_provider
-from ondevice_farm.config import DEFAULT_SEED
-from ondevice_farm.errors import FarmError, UsageError
-from ondevice_farm.inputs import UnpinnedDims, parse_shapes, resolve_shapes, unpinned_dims
 from ondevice_farm.reports.terminal import stdout_console
-from ondevice_farm.targets import Target, parse_targets, with_torch_routes
+from ondevice_farm.targets import parse_targets
 
 
 @click.command("compile")
@@ -67,102 +64,32 @@ def compile_command(
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) for each target and print what the
     compiler did. From a checkpoint, each coreml/* target is compiled by both routes, side by side."""
-    from ondevice_farm.artifacts import ArtifactStore
-    from ondevice_farm.compile import compile_for_target
-    from ondevice_farm.compile.report import CompiledArtifact
-    from ondevice_farm.model import inspect_model
-    from ondevice_farm.runtimes.coreml.compile.routes import route_pairs
-    from ondevice_farm.torch_source.checkpoint import is_torch_checkpoint
+    from ondevice_farm.python_api.compiling import compile_document, compile_fixes
 
-    fixed_inputs = compile_fixes(fixes, example_inputs)
-    wanted = parse_targets(targets)
-    if not wanted:
-        raise UsageError("--targets is empty")
-    home = state.home.ensure()
-    source = None
-    asked = set(wanted)
-    # a checkpoint's shapes are its example inputs' (or --shape's): pinned, none left for a note
-    unpinned: UnpinnedDims | None = None
-    if is_torch_checkpoint(model):
-        from ondevice_farm.torch_source.ingest import ingest_torch
-
-        source = ingest_torch(
-            model,
-            shapes=parse_shapes(shapes),
-            example_inputs=example_inputs,
-            seed=DEFAULT_SEED,
-            export_dir=home.torch / "exports",
-            reference_dir=home.torch / "references",
-        )
-        wanted = with_torch_routes(wanted)
-        # without an ONNX export: the export's error where no target converts the checkpoint
-        source.require_runnable(wanted)
-        info, input_shapes = source.info, source.shapes
-        onnx_path = source.export.path if source.export is not None else source.info.path
-    else:
-        info = inspect_model(model)
-        pinned = parse_shapes(shapes)
-        input_shapes = resolve_shapes(info, pinned)
-        unpinned = unpinned_dims(info, pinned, input_shapes)
-        onnx_path = model
-    store = ArtifactStore(home.artifacts)
-    reports: list[dict[str, Any]] = []
-    built: dict[Target, CompiledArtifact] = {}
-    # One target's failure (a missing coremltools, an op its lowering refuses) says nothing about
-    # the others: every target is compiled, each failure reported with its hint, and the command
-    # exits with the first failure's code once all are shown.
-    first_failure: FarmError | None = None
-    failed: list[str] = []
-    for target in wanted:
-        try:
-            if source is not None:  # a target built from an ONNX export the checkpoint lacks
-                source.check_target(target)
-            artifact = compile_for_target(
-                onnx_path,
-                target,
-                store,
-                input_shapes=input_shapes,
-                coreml_precision=coreml_precision,
-                source=source.checkpoint if source is not None else None,
-                coreml_quantization=coreml_quantization,
-                coreml_fixed_inputs=fixed_inputs,
-                unpinned=unpinned,
-            )
-            built[target] = artifact
-        except FarmError as exc:
-            # a coreml-torch twin the user did not ask for is reported, not fatal: its refusal is news
-            if target in asked:
-                first_failure = first_failure or exc
-                failed.append(target.name)
-            reports.append({"target": target.name, "error": exc.message, "hint": exc.hint})
-            continue
-        reports.append(
-            {
-                "target": target.name,
-                "artifact": str(artifact.path),
-                "sha256": artifact.sha256,
-                "report": artifact.report.to_dict(),
-            }
-        )
-    model_doc: dict[str, Any] = {"name": info.name, "sha256": info.sha256}
-    if source is not None:
-        model_doc["source"] = source.document()
-    routes = route_pairs(built)
+    outcome = compile_document(
+        model,
+        parse_targets(targets) or [],
+        shapes=shapes,
+        example_inputs=example_inputs,
+        coreml_precision=coreml_precision,
+        coreml_quantization=coreml_quantization,
+        fixed_inputs=compile_fixes(fixes, example_inputs),
+        home=state.home,
+    )
+    document = outcome.document
     if as_json:
-        document: dict[str, Any] = {"model": model_doc, "targets": reports}
-        if routes:
-            document["routes"] = routes
         sys.stdout.write(json.dumps(document) + "\n")
     else:
-        _print_reports(reports, model_doc, routes)
+        _print_reports(document["targets"], document["model"], document.get("routes") or {})
         from ondevice_farm.reports.runtimes import print_runtimes, runtime_rows
 
-        print_runtimes(stdout_console(), runtime_rows(reports))
-    if first_failure is not None and not report_only:
+        print_runtimes(stdout_console(), runtime_rows(document["targets"]))
+    if outcome.first_failure is not None and not report_only:
+        failed = ", ".join(outcome.failed)
         click.echo(
-            f"farm: error: {len(failed)} of {len(asked)} targets failed: {', '.join(failed)}", err=True
+            f"farm: error: {len(outcome.failed)} of {outcome.asked} targets failed: {failed}", err=True
         )
-        sys.exit(first_failure.exit_code)
+        sys.exit(outcome.first_failure.exit_code)
 
 
 def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], routes: dict[str, Any]) -> None:
@@ -221,24 +148,3 @@ def _print_reports(reports: list[dict[str, Any]], model_doc: dict[str, Any], rou
             console.print(f"  [dim]note: {note}[/dim]")
     for backend, comparison in routes.items():
         print_routes(console, backend, comparison)
-
-
-def compile_fixes(fixes: tuple[str, ...], example_inputs: Path | None) -> dict[str, float]:
-    """`--fix` as the CoreML compile takes it: `--fix NAME` alone takes NAME's value from
-    `--example-inputs` (as `farm submit --fix NAME` takes it from `--inputs`)."""
-    if not fixes:  # no numpy, onnx or lowering imported for a compile that pins nothing
-        return {}
-    import numpy as np
-
-    from ondevice_farm.runtimes.coreml.compile.pinning import fixes_from_inputs, parse_fixes
-
-    parsed = parse_fixes(fixes)
-    given: dict[str, Any] = {}
-    if example_inputs is not None and None in parsed.values():
-        try:
-            with np.load(example_inputs, allow_pickle=False) as archive:
-                given = {name: archive[name] for name in archive.files}
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--example-inputs {example_inputs}: not a readable .npz file ({exc})") from None
-    source = None if example_inputs is None else f"--example-inputs {example_inputs}"
-    return fixes_from_inputs(parsed, given, source)

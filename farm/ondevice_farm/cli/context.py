@@ -20,6 +20,7 @@ from ondevice_farm.profiles import DEFAULT_PROFILES_DIR, DeviceProfile, load_pro
 from ondevice_farm.store_sql import StoreLocation, is_postgres_url
 
 if TYPE_CHECKING:
+    from ondevice_farm.python_api.place import Farm
     from ondevice_farm_agents.base import AgentSettings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,3 +102,46 @@ def handles_errors(func: F) -> F:
         return None
 
     return wrapper  # type: ignore[return-value]
+
+
+def farm_of(
+    state: CliState, address: str | None, adb: tuple[str, ...] = (), *, embedded: bool = False
+) -> Farm:
+    """The Python API's `Farm` for a command: its flags, else `$RAY_ADDRESS` and the other `FARM_*`
+    variables (read here, at the CLI's edge, never below)."""
+    from ondevice_farm.python_api.place import Farm
+
+    def fleet() -> tuple[dict[str, DeviceProfile], AgentSettings]:
+        return fleet_settings(state, adb)
+
+    return Farm(
+        home=state.home.root,
+        address=address or os.environ.get("RAY_ADDRESS") or None,
+        store=state.store,
+        profiles_dir=state.profiles_path,
+        adb=adb,
+        embedded=embedded,
+        fleet_settings=fleet,
+    )
+
+
+#: `FARM_SIMULATED_DEVICES=N`: serve N simulated units (scheduler load tests; never by default)
+SIMULATED_ENV = "FARM_SIMULATED_DEVICES"
+
+
+def fleet_settings(
+    state: CliState, adb: tuple[str, ...] = (), simulated: int | None = None
+) -> tuple[dict[str, DeviceProfile], AgentSettings]:
+    """Profiles and agent settings; simulated units join only when asked for (flag or env)."""
+    from dataclasses import replace
+
+    profiles = state.profiles()
+    settings = state.agent_settings(profiles, adb)
+    count = simulated if simulated is not None else os.environ.get(SIMULATED_ENV)
+    if count is not None and str(count) not in ("", "0"):
+        from ondevice_farm_agents.simulated.profile import with_simulated
+
+        profiles = with_simulated(profiles)
+        extra = {**settings.extra, "simulated_units": str(count)}
+        settings = replace(settings, profiles=profiles, extra=extra)
+    return profiles, settings

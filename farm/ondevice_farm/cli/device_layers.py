@@ -30,7 +30,7 @@ def measure_on_devices(
     where one could not be measured."""
     import onnx
 
-    from ondevice_farm.cli.agent import fleet_settings
+    from ondevice_farm.cli.context import fleet_settings
     from ondevice_farm.controller.cluster import ClusterConfig
     from ondevice_farm.controller.layer_probe import device_measure, layer_note
     from ondevice_farm.reports.document import locate_model

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from ondevice_farm.cli.agent import fleet_settings
-from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.context import CliState, fleet_settings, handles_errors
 from ondevice_farm.cli.submit import StderrProgress
 from ondevice_farm.errors import UsageError
 from ondevice_farm.json_values import json_default

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -13,10 +12,8 @@ from typing import Any, TextIO, TypeVar
 import click
 from rich.table import Table
 
-from ondevice_farm.api.wire import is_api_address
 from ondevice_farm.cli.context import CliState, handles_errors
 from ondevice_farm.controller.results import RunStore
-from ondevice_farm.errors import UsageError
 from ondevice_farm.json_values import json_default
 from ondevice_farm.reports.fit import fit_table
 from ondevice_farm.reports.job_groups import groups_table, window_note
@@ -30,7 +27,6 @@ from ondevice_farm.run_reader import (
     resolve_run,
     run_header,
 )
-from ondevice_farm.store import ResultsStore, store_exists
 
 #: `farm show --follow`: someone is watching, so a line each 10 s while jobs are being stored
 SHOW_REPORT_EVERY_S = 10.0
@@ -43,28 +39,11 @@ ADDRESS_HELP = (
 
 @contextmanager
 def open_store(state: CliState, address: str | None = None) -> Iterator[RunStore]:
-    """The results store for reading: with `address`, the controller's (the fleet's history);
-    else the local one, where a missing file is the user's "nothing run yet", not a new file."""
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if is_api_address(address):
-        from ondevice_farm.api.client import target_for
-        from ondevice_farm.api.store_client import ApiStore
+    """The results store for reading, as the Python API opens it (`python_api/stored.py`)."""
+    from ondevice_farm.cli.context import farm_of
+    from ondevice_farm.python_api.stored import open_run_store
 
-        assert address is not None
-        yield ApiStore(target_for(address))
-        return
-    if address is not None:
-        from ondevice_farm.controller.cluster import ClusterConfig, ray_cluster
-        from ondevice_farm.controller.node_agent import find_fleet
-        from ondevice_farm.controller.results import ControllerStore
-
-        with ray_cluster(ClusterConfig(address=address)):
-            yield ControllerStore(find_fleet())
-        return
-    location = state.store
-    if not store_exists(location):
-        raise UsageError(f"no results store at {location} yet", hint="run `farm submit` first")
-    with ResultsStore(location) as store:
+    with open_run_store(farm_of(state, address)) as store:
         yield store
 
 

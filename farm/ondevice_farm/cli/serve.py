@@ -13,8 +13,8 @@ import click
 
 from ondevice_farm.api.admission import DEFAULT_MAX_COMPILES, DEFAULT_MAX_SUBMISSIONS
 from ondevice_farm.api.wire import DEFAULT_API_HOST, DEFAULT_API_PORT
-from ondevice_farm.cli.agent import fleet_settings, log_to_stderr, stop_on_signals
-from ondevice_farm.cli.context import CliState, handles_errors
+from ondevice_farm.cli.agent import log_to_stderr, stop_on_signals
+from ondevice_farm.cli.context import CliState, fleet_settings, handles_errors
 from ondevice_farm.cli.gc import policy_from, policy_options
 from ondevice_farm.controller.fleet import DEFAULT_SUBMITTER_TIMEOUT_S
 from ondevice_farm.controller.fleet_owner import Claim

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from rich.console import Console
@@ -23,11 +22,8 @@ from ondevice_farm.config import (
     DEFAULT_TIMED_RUNS,
     DEFAULT_WARMUP_RUNS,
 )
-from ondevice_farm.errors import ReferenceCheckError, UsageError
+from ondevice_farm.errors import ReferenceCheckError
 from ondevice_farm.json_values import json_default
-
-if TYPE_CHECKING:
-    from ondevice_farm.api.client import ApiTarget
 
 
 class StderrProgress:
@@ -225,8 +221,6 @@ def submit(
     wide: bool,
 ) -> None:
     """Compile MODEL (.onnx, or a PyTorch .pt2/.pt checkpoint) per target, run it, and report."""
-    from ondevice_farm.api.wire import is_api_address
-
     options = SubmitOptions(
         devices=devices,
         targets=targets,
@@ -249,24 +243,18 @@ def submit(
         prompt_file_text=None if prompt_file is None else prompt_file.read_text(),
         fixes=fixes,
     )
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if embedded and address is not None:
-        raise UsageError(
-            "--embedded runs the submission here; --address (or $RAY_ADDRESS) sends it to a controller",
-            hint="give one of them",
-        )
-    if is_api_address(address):
-        assert address is not None
-        if adb:
-            raise UsageError(
-                "--adb attaches units to an embedded fleet; a controller's units are its agents'",
-                hint="run `farm agent` on the host the phone is attached to",
-            )
-        document = _submit_over_api(_api_target(address), model, options, inputs_npz, reference_model)
-    elif address is None and not embedded and not adb and (local := _local_controller(state)):
-        document = _submit_over_api(local, model, options, inputs_npz, reference_model)
-    else:
-        document = _submit_here_or_over_ray(state, address, adb, model, options, inputs_npz, reference_model)
+    from ondevice_farm.cli.context import farm_of
+    from ondevice_farm.python_api.submitting import submit_document
+
+    document = submit_document(
+        model,
+        options,
+        farm_of(state, address, adb, embedded=embedded),
+        inputs_npz=inputs_npz,
+        reference_model=reference_model,
+        progress=StderrProgress(),
+        say=lambda line: click.echo(line, err=True),
+    )
     if as_json:
         sys.stdout.write(json.dumps(document, default=json_default) + "\n")
     else:
@@ -278,83 +266,3 @@ def submit(
     mismatch = reference_failure(document["jobs"])
     if mismatch is not None:
         raise mismatch
-
-
-def _api_target(address: str) -> ApiTarget:
-    from ondevice_farm.api.client import target_for
-
-    return target_for(address)
-
-
-def _local_controller(state: CliState) -> ApiTarget | None:
-    """The `farm serve` this farm directory records, when it is up and takes this host's token
-    (said in one stderr line, as is a record that cannot be used); None: run embedded."""
-    from ondevice_farm.api.local_controller import CONTROLLER_FILE, find_local_controller, local_token
-
-    record = state.home.root / CONTROLLER_FILE
-    if not record.exists():
-        return None
-    try:
-        token = local_token()
-    except OSError as exc:
-        click.echo(
-            f"farm: cannot read this host's Ray token ({exc.strerror}) for the farm controller in {record}: "
-            "running here, with an embedded Ray",
-            err=True,
-        )
-        return None
-    found = find_local_controller(record, state.store, token, profiles_dir=state.profiles_path)
-    if found.controller is None:
-        if found.why_not:
-            click.echo(f"farm: {found.why_not}", err=True)
-        return None
-    from ondevice_farm.api.client import ApiTarget
-
-    click.echo(
-        f"farm: submitting to the farm controller at {found.controller.url} (`farm serve`, pid "
-        f"{found.controller.pid}); --embedded runs it here instead",
-        err=True,
-    )
-    return ApiTarget(url=found.controller.url, token=token)
-
-
-def _submit_over_api(
-    target: ApiTarget,
-    model: Path,
-    options: SubmitOptions,
-    inputs_npz: Path | None,
-    reference_model: Path | None,
-) -> dict[str, Any]:
-    """To a running `farm serve`'s submit API: no Ray here, the controller does the work."""
-    from ondevice_farm.api.client import submit_over_api
-    from ondevice_farm.controller.cluster import sigterm_as_interrupt
-
-    # SIGTERM ends it as Ctrl-C does: the connection closes, the controller cancels
-    with sigterm_as_interrupt():
-        return submit_over_api(target, model, options, StderrProgress(), inputs_npz, reference_model)
-
-
-def _submit_here_or_over_ray(
-    state: CliState,
-    address: str | None,
-    adb: tuple[str, ...],
-    model: Path,
-    options: SubmitOptions,
-    inputs_npz: Path | None,
-    reference_model: Path | None,
-) -> dict[str, Any]:
-    from ondevice_farm.cli.agent import fleet_settings
-    from ondevice_farm.controller.cluster import ClusterConfig
-    from ondevice_farm.controller.pipeline import submit as run_submit
-
-    request = options.request(model, inputs_npz, reference_model)
-    profiles, settings = fleet_settings(state, adb)
-    return run_submit(
-        request,
-        home=state.home,
-        profiles=profiles,
-        settings=settings,
-        cluster=ClusterConfig(address=address),
-        progress=StderrProgress(),
-        store=state.store,
-    )
