@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ondevice_farm.python_api.place import Farm
     from ondevice_farm.python_api.stored import RunInfo, delete_runs, load_run, runs
     from ondevice_farm.python_api.submitting import submit
+    from ondevice_farm.python_api.suites import Night, Verdict, run_suite
     from ondevice_farm.python_api.testing import SlowerError, assert_not_slower
     from ondevice_farm.python_api.values import Job, Latency, Op, Run
 
@@ -38,6 +39,9 @@ _EXPORTS = {
     "Comparison": "ondevice_farm.python_api.comparing",
     "Pair": "ondevice_farm.python_api.comparing",
     "runs": "ondevice_farm.python_api.stored",
+    "run_suite": "ondevice_farm.python_api.suites",
+    "Night": "ondevice_farm.python_api.suites",
+    "Verdict": "ondevice_farm.python_api.suites",
     "RunInfo": "ondevice_farm.python_api.stored",
     "load_run": "ondevice_farm.python_api.stored",
     "delete_runs": "ondevice_farm.python_api.stored",
@@ -60,16 +64,19 @@ __all__ = [
     "Job",
     "Latency",
     "LineProgress",
+    "Night",
     "Op",
     "Pair",
     "Run",
     "RunInfo",
     "SlowerError",
+    "Verdict",
     "assert_not_slower",
     "compare",
     "compile_model",
     "delete_runs",
     "load_run",
+    "run_suite",
     "runs",
     "submit",
 ]

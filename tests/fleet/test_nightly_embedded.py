@@ -60,7 +60,23 @@ def test_the_example_suite_runs_embedded_and_names_its_baseline(tmp_path: Path) 
     assert "%" in row and "x" in row  # change and interval of the ratio
     assert "no regressions" in second.stdout
     assert "baseline p50 ms" in (tmp_path / "nightly.html").read_text()
-    third = json.loads(farm(tmp_path / "home", "nightly", str(suite), "--json").stdout)
+    # the third night from Python (`ondevice_farm.run_suite`, docs/python.md): the same night's verdict
+    program = (
+        "import json, sys, ondevice_farm as farm\n"
+        "from ondevice_farm.python_api.values import thawed\n"
+        "night = farm.run_suite(sys.argv[1], farm=farm.Farm(home=sys.argv[2]))\n"
+        "print(json.dumps({**thawed(night.document), 'regressions': len(night.regressions),\n"
+        "                  'verdicts': [v.verdict for v in night.verdicts]}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "FARM_SIMULATED_DEVICES")}
+    api = subprocess.run(
+        [sys.executable, "-c", program, str(suite), str(tmp_path / "home")],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert api.returncode == 0, api.stderr[-2000:]
+    from_python = json.loads(api.stdout)
+    third = {**from_python["run"], "comparison": from_python["comparison"]}
+    assert from_python["regressions"] == 0 and len(from_python["verdicts"]) == 1
     (entry,) = third["comparison"]["jobs"]
     assert entry["baseline_run"] not in (None, third["run_id"])
     assert entry["latency"]["baseline_p50"] > 0 and entry["latency"]["sessions"] == [2, 2]
