@@ -4,6 +4,7 @@ of the table keeps its promises (an extra that exists, a compiler that resolves)
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections import Counter
@@ -135,3 +136,8 @@ def test_every_registered_runtime_keeps_its_promises() -> None:
     assert len(names) == len(set(names))
     assert registry.target_names() == KNOWN_TARGETS
     assert Counter(t.split("/")[0] for t in KNOWN_TARGETS).keys() == set(names)
+    # the run schema names the runtimes a job's target may have: every registered one and route
+    schema = json.loads((ROOT / "farm/ondevice_farm/schema/run.schema.json").read_text())
+    pattern = schema["$defs"]["job_base"]["properties"]["target"]["pattern"]
+    for target in KNOWN_TARGETS:
+        assert re.fullmatch(pattern, target), f"{target}: the run schema's target pattern refuses it"

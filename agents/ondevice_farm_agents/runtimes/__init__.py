@@ -9,11 +9,11 @@ has the contract. The controller side has a registry of its own (`ondevice_farm.
 
 from __future__ import annotations
 
-from ondevice_farm_agents.runtimes import executorch, litert
+from ondevice_farm_agents.runtimes import executorch, iree, litert, tvm
 from ondevice_farm_agents.runtimes.spec import SessionRuntime
 
 SESSION_RUNTIMES: dict[str, SessionRuntime] = {
-    runtime.name: runtime for runtime in (executorch.RUNTIME, litert.RUNTIME)
+    runtime.name: runtime for runtime in (executorch.RUNTIME, litert.RUNTIME, tvm.RUNTIME, iree.RUNTIME)
 }
 
 

@@ -6,11 +6,11 @@ the runtime is compiled). The order is the order of `KNOWN_TARGETS` and of every
 
 from __future__ import annotations
 
-from ondevice_farm.runtimes import coreml, executorch, litert, ort
+from ondevice_farm.runtimes import coreml, executorch, iree, litert, ort, tvm
 from ondevice_farm.runtimes.spec import SOURCE_ONNX, RuntimeSpec
 
 RUNTIMES: dict[str, RuntimeSpec] = {
-    spec.name: spec for spec in (ort.SPEC, coreml.SPEC, executorch.SPEC, litert.SPEC)
+    spec.name: spec for spec in (ort.SPEC, coreml.SPEC, executorch.SPEC, litert.SPEC, tvm.SPEC, iree.SPEC)
 }
 
 
