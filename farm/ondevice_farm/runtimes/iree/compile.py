@@ -22,21 +22,23 @@ dispatch fused (`dispatches.py`).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import re
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile.cached import compiled_once
 from ondevice_farm.compile.io_names import Feature, IoNameMap
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.compile.request import CompileRequest
 from ondevice_farm.compile.stored import store_built
+from ondevice_farm.compile.versions import package_versions
 from ondevice_farm.errors import CompileError, UsageError, install_hint
 from ondevice_farm.runtimes.iree import DISPATCHES_SUFFIX, SPEC
 from ondevice_farm.runtimes.iree.dispatches import Dispatch, dispatch_count, read_dispatches
@@ -69,13 +71,7 @@ _MLIR_OP = re.compile(r"'(torch\.[\w.]+)'|\bonnx\.(\w+)")
 
 
 def iree_versions() -> dict[str, str]:
-    versions = {}
-    for name in ("iree-base-compiler", "iree-base-runtime", "onnx"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "none"
-    return versions
+    return package_versions("iree-base-compiler", "iree-base-runtime", "onnx")
 
 
 def import_iree() -> None:
@@ -236,6 +232,33 @@ def compile_target(request: CompileRequest, store: ArtifactStore) -> CompiledArt
     source = (
         "the ONNX export of the PyTorch checkpoint" if request.checkpoint is not None else "the ONNX model"
     )
-    with tempfile.TemporaryDirectory(prefix="farm-iree-") as tmp:
-        built = compile_iree(request.model_path, request.target, Path(tmp), request.input_shapes, source)
-        return store_built(built, store, SPEC.sidecar_suffixes)
+
+    def build() -> CompiledArtifact:
+        with tempfile.TemporaryDirectory(prefix="farm-iree-") as tmp:
+            built = compile_iree(request.model_path, request.target, Path(tmp), request.input_shapes, source)
+            return store_built(built, store, SPEC.sidecar_suffixes)
+
+    # iree/cpu is built for this host's CPU (`--iree-llvmcpu-target-cpu=host`): the CPU is part
+    # of what decides the module, so a farm directory shared by two machines compiles for each
+    identity = json.dumps({**iree_versions(), "host_cpu": host_cpu_identity()}, sort_keys=True)
+    return compiled_once(
+        request,
+        store,
+        identity=identity,
+        artifact_name=SPEC.artifact_name,
+        sidecar_suffixes=SPEC.sidecar_suffixes,
+        build=build,
+    )
+
+
+def host_cpu_identity() -> str:
+    """This machine's CPU as the kernel names it (its model and its feature flags)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    wanted = ("model name", "flags", "Features", "CPU part")
+    lines = sorted({line.strip() for line in text.splitlines() if line.split(":")[0].strip() in wanted})
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]

@@ -14,10 +14,10 @@ import functools
 import json
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
-from ondevice_farm.compile.report import CompiledArtifact, CompileReport, OpCountChange
+from ondevice_farm.compile.cached import report_from_dict
+from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.model_cache import write_atomically
 from ondevice_farm.targets import Target
 
@@ -58,10 +58,3 @@ def compile_ort_cached(
     compiled = compile_ort(model_path, target, store)
     write_atomically(entry, json.dumps({"sha256": compiled.sha256, "report": compiled.report.to_dict()}))
     return compiled
-
-
-def report_from_dict(data: dict[str, Any]) -> CompileReport:
-    """The inverse of `CompileReport.to_dict`."""
-    fields = dict(data)
-    fields["fusions"] = [OpCountChange(**f) for f in data["fusions"]]
-    return CompileReport(**fields)

@@ -22,11 +22,11 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile.cached import compiled_once
 from ondevice_farm.compile.io_names import Feature, IoNameMap
 from ondevice_farm.compile.precision import dominant, precision_of, source_op_precision, summarise
 from ondevice_farm.compile.report import (
@@ -37,6 +37,7 @@ from ondevice_farm.compile.report import (
 )
 from ondevice_farm.compile.request import CompileRequest
 from ondevice_farm.compile.stored import store_built
+from ondevice_farm.compile.versions import package_versions
 from ondevice_farm.errors import CompileError, UsageError, install_hint
 from ondevice_farm.inputs import DEFAULT_DYNAMIC_DIM
 from ondevice_farm.runtimes.tvm import KERNELS_SUFFIX, LLVM, SPEC
@@ -67,13 +68,7 @@ HINT = "`farm compile -t ort/cpu` takes every ONNX op ONNX Runtime implements"
 
 
 def tvm_versions() -> dict[str, str]:
-    versions = {}
-    for name in ("apache-tvm", "apache-tvm-ffi", "onnx"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "none"
-    return versions
+    return package_versions("apache-tvm", "apache-tvm-ffi", "onnx")
 
 
 def import_tvm() -> None:
@@ -319,6 +314,19 @@ def compile_target(request: CompileRequest, store: ArtifactStore) -> CompiledArt
     source = (
         "the ONNX export of the PyTorch checkpoint" if request.checkpoint is not None else "the ONNX model"
     )
-    with tempfile.TemporaryDirectory(prefix="farm-tvm-") as tmp:
-        built = compile_tvm(request.model_path, request.target, Path(tmp), request.input_shapes, source)
-        return store_built(built, store, SPEC.sidecar_suffixes)
+
+    def build() -> CompiledArtifact:
+        with tempfile.TemporaryDirectory(prefix="farm-tvm-") as tmp:
+            built = compile_tvm(request.model_path, request.target, Path(tmp), request.input_shapes, source)
+            return store_built(built, store, SPEC.sidecar_suffixes)
+
+    # the host build targets generic x86-64 LLVM (machines.py): the versions decide the output
+    identity = json.dumps(tvm_versions(), sort_keys=True)
+    return compiled_once(
+        request,
+        store,
+        identity=identity,
+        artifact_name=SPEC.artifact_name,
+        sidecar_suffixes=SPEC.sidecar_suffixes,
+        build=build,
+    )
