@@ -12,6 +12,7 @@ from typing import Any
 
 import jsonschema
 
+from .summaries import assert_percentiles, assert_summarises
 from .tiny_llama import CONTEXT_LENGTH, HEADS, HIDDEN_SIZE, KV_HEADS, LAYERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,14 +48,11 @@ def test_generation_job_reports_every_metric(tmp_path: Path, tiny_llama: Path) -
     # load, cold and warm; TTFT, prefill and decode rates over REPS timed generations
     assert job["load_ms"] > 0 and job["warm_load_ms"] > 0
     for figure in ("ttft_ms", "prefill_tokens_per_s", "decode_tokens_per_s"):
-        summary = gen[figure]
-        assert len(summary["samples"]) == REPS and summary["min"] <= summary["median"] <= summary["max"]
-        assert summary["median"] > 0 and summary["std"] is not None
+        assert_summarises(gen[figure], REPS)
     # TTFT holds the prefill: its rate and TTFT agree on the prompt's length
     assert gen["ttft_ms"]["median"] >= PROMPT / gen["prefill_tokens_per_s"]["max"] * 1000 * 0.999
     tokens = gen["token_latency_ms"]
-    assert len(tokens["samples"]) == REPS * (DECODE - 1)  # the tokens after the first
-    assert 0 < tokens["p50"] <= tokens["p90"] <= tokens["p99"]
+    assert_percentiles(tokens, REPS * (DECODE - 1))  # the tokens after the first
     assert job["latency_ms"]["samples"] and len(job["latency_ms"]["samples"]) == REPS * (DECODE - 1)
     # decode rate is the tokens after the first over their span: at most 1 / mean token latency
     assert gen["decode_tokens_per_s"]["median"] <= 1000 / min(tokens["samples"]) * 1.001

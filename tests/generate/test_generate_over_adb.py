@@ -33,6 +33,7 @@ from ondevice_farm_agents.android.native_generate_build import build as build_ge
 from ondevice_farm_agents.base import RunRequest
 from tests.android.peer_fixtures import PeerHandle, one_unit, peer_settings
 
+from .summaries import assert_percentiles, assert_summarises
 from .tiny_llama import HEADS, HIDDEN_SIZE, KV_HEADS, LAYERS
 
 pytestmark = pytest.mark.slow
@@ -86,11 +87,9 @@ def test_a_generation_job_runs_on_a_pixel8_with_every_figure_measured(
     assert job["load_ms"] > 0 and job["warm_load_ms"] > 0
     assert job["warm_load_method"] == "second session in the same process"
     for figure in ("ttft_ms", "prefill_tokens_per_s", "decode_tokens_per_s"):
-        summary = gen[figure]
-        assert len(summary["samples"]) == REPS and 0 < summary["min"] <= summary["median"] <= summary["max"]
+        assert_summarises(gen[figure], REPS)
     tokens = gen["token_latency_ms"]
-    assert len(tokens["samples"]) == REPS * (DECODE - 1)
-    assert 0 < tokens["p50"] <= tokens["p90"] <= tokens["p99"]
+    assert_percentiles(tokens, REPS * (DECODE - 1))
     assert len(job["latency_ms"]["samples"]) == REPS * (DECODE - 1)
     # the runner's own VmHWM above its VmRSS before the load, read on the unit
     assert job["peak_memory_mb"] > 0 and job["peak_memory_kind"] == "rss_delta"
