@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jsonschema
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from ondevice_farm.cli.main import cli
@@ -78,7 +79,11 @@ def test_the_standin_prints_the_lines_of_a_recorded_perf_test(small_model: Model
     assert _shape(done.stdout) == _shape(RECORDED.read_text())
     summary = parse_output(done.stdout)
     assert summary.requests == 5 and summary.session_creation_ms and summary.session_creation_ms > 0
-    assert summary.latency_ms["min"] <= summary.latency_ms["p50"] <= summary.latency_ms["max"]
+    # each latency the tool printed, in seconds, read back in milliseconds under its own name
+    line = r"^(Min|Max|P50|P90|P95|P99|P999) Latency: ([0-9.eE+-]+) s$"
+    printed = dict(re.findall(line, done.stdout, re.M))
+    assert set(printed) == {"Min", "Max", "P50", "P90", "P95", "P99", "P999"}, done.stdout
+    assert summary.latency_ms == {k.lower(): pytest.approx(float(v) * 1000) for k, v in printed.items()}
 
 
 def test_a_perf_test_job_reports_a_warm_load_from_a_second_process(
