@@ -1,7 +1,7 @@
 """`Farm`: where the farm's work happens and is kept, the Python API's one configuration value.
 
 The CLI builds one from its flags and `FARM_*` (the only place those are read); from Python it is
-plain data with the CLI's defaults (`~/.farm`, the profiles that ship with the farm, an embedded
+plain data with the CLI's defaults (`~/.cache/farm`, the profiles that ship with the farm, an embedded
 local Ray)."""
 
 from __future__ import annotations
