@@ -81,10 +81,9 @@ def _submit(
     return CliRunner().invoke(cli, args, env={"FARM_ADB_KEY": str(key)}, catch_exceptions=False)
 
 
-def test_submit_runs_the_native_runner_on_a_pixel8(
-    native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
-) -> None:
-    result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address)
+def _check_the_native_runners_job(result: Any, native_runner: RunnerBuild, pixel8_peer: PeerHandle) -> None:
+    """`farm submit` of tinynet on ort/cpu ran the native runner on the pixel8 (its job, checked
+    whole) and left the runner in the unit's cache."""
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     jsonschema.validate(document, SCHEMA)
@@ -203,13 +202,15 @@ def test_a_provider_the_runner_lacks_fails_the_job_with_the_runners_reason(
     assert "not supported in this build" in str(failed.value)
 
 
-def test_farm_diverge_on_device_measures_a_phone_jobs_layers(
+def test_submit_runs_the_native_runner_on_a_pixel8_and_diverge_on_device_measures_its_layers(
     native_runner: RunnerBuild, pixel8_peer: PeerHandle, tmp_path: Path
 ) -> None:
     """A phone job has no per-layer curve from the host; `--on-device` runs the model once more on
-    that unit, its intermediates exposed, and the curve comes back measured there."""
+    that unit, its intermediates exposed, and the curve comes back measured there. The submission
+    is the plain one of the native runner on a pixel8, checked whole first (one submission for both:
+    it was the same `farm submit` twice, a minute of the module)."""
     result = _submit(tmp_path, pixel8_peer.key_path, pixel8_peer.address)
-    assert result.exit_code == 0, result.stderr
+    _check_the_native_runners_job(result, native_runner, pixel8_peer)
     run_id = json.loads(result.stdout)["run_id"]
     base = ["--home", str(tmp_path / "home"), "--profiles-dir", str(tmp_path / "profiles"), "diverge", run_id]
     env = {"FARM_ADB_KEY": str(pixel8_peer.key_path)}
