@@ -77,3 +77,42 @@ def test_a_compile_is_reused_only_while_what_decided_it_and_its_artifact_are_unc
     compile_(replace(request, cache=None))
     compile_(replace(request, cache=None))
     assert compiler.builds == 8
+
+
+def test_a_checkpoint_runtime_reuses_its_compile_only_for_the_same_checkpoint(tmp_path: Path) -> None:
+    """ExecuTorch and LiteRT compile the checkpoint itself: it, not the ONNX source, keys the entry."""
+    from ondevice_farm.compile.checkpoint import compile_checkpoint
+    from ondevice_farm.torch_source.checkpoint import TorchCheckpoint
+
+    store = ArtifactStore(tmp_path / "artifacts")
+    builds: list[str] = []
+
+    def convert(
+        source: TorchCheckpoint, target: Target, scratch: Path, shapes: dict[str, tuple[int, ...]]
+    ) -> CompiledArtifact:
+        builds.append(source.sha256)
+        built = scratch / "model.pte"
+        built.write_text(f"program of {source.sha256}")
+        Path(str(built) + ".etrecord").write_text("record")
+        report = CompileReport(target.name, 1, 1, {"Conv": 1}, {"Conv": 1}, [])
+        return CompiledArtifact(target, built, "", report)
+
+    def checkpoint(sha: str) -> TorchCheckpoint:
+        return TorchCheckpoint(tmp_path / "m.pt2", sha, "exported_program", "2.13.0", (), None)
+
+    def request(sha: str) -> CompileRequest:
+        return CompileRequest(
+            model_path=tmp_path / "export.onnx",  # the same ONNX export's hash for both checkpoints
+            target=Target.parse("executorch/xnnpack"),
+            checkpoint=checkpoint(sha),
+            input_shapes={"x": (1, 3, 16, 16)},
+            cache=CompileCache(tmp_path / "compiled", "e" * 64),
+        )
+
+    first = compile_checkpoint(request("a" * 64), store, convert, "executorch==1")
+    again = compile_checkpoint(request("a" * 64), store, convert, "executorch==1")
+    assert builds == ["a" * 64] and again.path == first.path
+    assert Path(str(again.path) + ".etrecord").is_file()
+    compile_checkpoint(request("b" * 64), store, convert, "executorch==1")
+    compile_checkpoint(request("a" * 64), store, convert, None)  # no identity: no cache
+    assert builds == ["a" * 64, "b" * 64, "a" * 64]

@@ -1,6 +1,7 @@
 """A compiler's result kept by what decides it, for runtimes whose compile costs seconds (TVM,
-IREE: 4-15 s a target here): a second submit of the same model for the same target, shapes and
-settings by the same compiler version reuses the stored artifact and its report.
+IREE: 4-15 s a target here; ExecuTorch and LiteRT: 5-40 s): a second submit of the same model
+for the same target, shapes and settings by the same compiler version reuses the stored artifact
+and its report.
 
 The artifact itself stays in the content-addressed artifact store; an entry holds its hash and
 the compile report, and is used only while the artifact (and each sidecar the runtime writes) is
@@ -43,7 +44,8 @@ def cache_key(request: CompileRequest, identity: str) -> str:
         "precision": request.precision,
         "quantization": request.quantization,
         "fixed_inputs": request.fixed_inputs,
-        "checkpoint": request.checkpoint is not None,
+        # a checkpoint runtime compiles the checkpoint itself, not the ONNX model the source names
+        "checkpoint": request.checkpoint.sha256 if request.checkpoint is not None else None,
         "identity": identity,
         "version": CACHE_VERSION,
     }

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ondevice_farm.artifacts import ArtifactStore
+from ondevice_farm.compile.cached import compiled_once
 from ondevice_farm.compile.io_names import Feature, IoNameMap
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.compile.request import CompileRequest
@@ -47,10 +48,14 @@ def io_name_map(
 
 
 def compile_checkpoint(
-    request: CompileRequest, store: ArtifactStore, convert: CheckpointConverter
+    request: CompileRequest,
+    store: ArtifactStore,
+    convert: CheckpointConverter,
+    identity: str | None = None,
 ) -> CompiledArtifact:
     """`convert` on the request's checkpoint in a scratch folder, the result stored with the
-    sidecars the runtime's spec names."""
+    sidecars the runtime's spec names. With `identity` (the converter's versions), a compile done
+    before for the same checkpoint, target, shapes and settings is reused (compile/cached.py)."""
     target = request.target
     source = request.checkpoint
     if source is None:
@@ -59,6 +64,19 @@ def compile_checkpoint(
             hint="pass the .pt2 (torch.export.save) or TorchScript .pt the model came from",
         )
     shapes = request.input_shapes or {spec.name: tuple(int(d) for d in spec.shape) for spec in source.inputs}
-    with tempfile.TemporaryDirectory(prefix=f"farm-{target.runtime}-") as tmp:
-        built = convert(source, target, Path(tmp), shapes)
-        return store_built(built, store, target.spec.sidecar_suffixes)
+
+    def build() -> CompiledArtifact:
+        with tempfile.TemporaryDirectory(prefix=f"farm-{target.runtime}-") as tmp:
+            built = convert(source, target, Path(tmp), shapes)
+            return store_built(built, store, target.spec.sidecar_suffixes)
+
+    if identity is None:
+        return build()
+    return compiled_once(
+        request,
+        store,
+        identity=identity,
+        artifact_name=target.spec.artifact_name,
+        sidecar_suffixes=target.spec.sidecar_suffixes,
+        build=build,
+    )

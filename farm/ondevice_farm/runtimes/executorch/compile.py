@@ -12,6 +12,7 @@ artifact (`model.pte.etrecord`), so the host runner's Inspector can name the ops
 from __future__ import annotations
 
 import importlib
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from ondevice_farm.compile.edge_report import DelegatedGraph, edge_report
 from ondevice_farm.compile.io_names import IoNameMap
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.compile.request import CompileRequest
+from ondevice_farm.compile.versions import package_versions
 from ondevice_farm.errors import CompileError, UsageError, install_hint
 from ondevice_farm.runtimes.executorch import ETRECORD_SUFFIX, SPEC
 from ondevice_farm.targets import Target
@@ -189,4 +191,6 @@ def _io_names(checkpoint: TorchCheckpoint, shapes: dict[str, tuple[int, ...]], p
 
 def compile_target(request: CompileRequest, store: ArtifactStore) -> CompiledArtifact:
     """The registry's entry: the checkpoint lowered, stored with its ETRecord beside it."""
-    return compile_checkpoint(request, store, compile_executorch)
+    return compile_checkpoint(
+        request, store, compile_executorch, json.dumps(package_versions("torch", "executorch", "torchao"))
+    )

@@ -12,6 +12,7 @@ applies XNNPACK: each stands for the nodes between the tensors it consumes and t
 from __future__ import annotations
 
 import importlib
+import json
 import time
 from collections import Counter
 from importlib import metadata
@@ -24,6 +25,7 @@ from ondevice_farm.compile.edge_report import DelegatedGraph, edge_report
 from ondevice_farm.compile.io_names import IoNameMap
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.compile.request import CompileRequest
+from ondevice_farm.compile.versions import package_versions
 from ondevice_farm.errors import CompileError, UsageError, install_hint
 from ondevice_farm.runtimes.litert import SPEC
 from ondevice_farm.targets import Target
@@ -207,4 +209,9 @@ def compile_litert(
 
 def compile_target(request: CompileRequest, store: ArtifactStore) -> CompiledArtifact:
     """The registry's entry: the checkpoint converted, stored."""
-    return compile_checkpoint(request, store, compile_litert)
+    return compile_checkpoint(
+        request,
+        store,
+        compile_litert,
+        json.dumps(package_versions("torch", "litert-torch", "ai-edge-litert")),
+    )
