@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from ondevice_farm.artifacts import ArtifactStore
 from ondevice_farm.compile.io_names import load_io_names
 from ondevice_farm.compile.report import CompiledArtifact, CompileReport, OpCountChange
 from ondevice_farm.compile.request import CompileRequest
+from ondevice_farm.compile.stored import store_built
 from ondevice_farm.model_cache import write_atomically
+from ondevice_farm.targets import Target
 
 #: bump when what an entry holds changes: older entries are ignored
 CACHE_VERSION = 1
@@ -86,3 +89,33 @@ def _from_entry(
     except (OSError, ValueError, KeyError, TypeError):
         return None  # absent, or not an entry of this version: compile
     return CompiledArtifact(request.target, path, str(data["sha256"]), report, load_io_names(path))
+
+
+#: a compiler of the ONNX model: (model, target, scratch folder, input shapes, what the model is) ->
+#: the artifact in the scratch folder
+OnnxConverter = Callable[[Path, Target, Path, dict[str, tuple[int, ...]], str], CompiledArtifact]
+
+
+def compile_onnx_once(
+    request: CompileRequest, store: ArtifactStore, convert: OnnxConverter, identity: str
+) -> CompiledArtifact:
+    """The registry entry of a runtime that compiles the ONNX model (a checkpoint's ONNX export)
+    in seconds (TVM, IREE): built in a scratch folder, stored with its spec's sidecars, and kept."""
+    spec = request.target.spec
+    source = (
+        "the ONNX export of the PyTorch checkpoint" if request.checkpoint is not None else "the ONNX model"
+    )
+
+    def build() -> CompiledArtifact:
+        with tempfile.TemporaryDirectory(prefix=f"farm-{request.target.runtime}-") as tmp:
+            built = convert(request.model_path, request.target, Path(tmp), request.input_shapes, source)
+            return store_built(built, store, spec.sidecar_suffixes)
+
+    return compiled_once(
+        request,
+        store,
+        identity=identity,
+        artifact_name=spec.artifact_name,
+        sidecar_suffixes=spec.sidecar_suffixes,
+        build=build,
+    )

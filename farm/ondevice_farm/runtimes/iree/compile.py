@@ -26,18 +26,16 @@ import hashlib
 import importlib
 import json
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
-from ondevice_farm.compile.cached import compiled_once
+from ondevice_farm.compile.cached import compile_onnx_once
 from ondevice_farm.compile.io_names import Feature, IoNameMap
 from ondevice_farm.compile.report import CompiledArtifact
 from ondevice_farm.compile.request import CompileRequest
-from ondevice_farm.compile.stored import store_built
 from ondevice_farm.compile.versions import package_versions
 from ondevice_farm.errors import CompileError, UsageError, install_hint
 from ondevice_farm.runtimes.iree import DISPATCHES_SUFFIX, SPEC
@@ -228,26 +226,12 @@ def compile_iree(
 
 def compile_target(request: CompileRequest, store: ArtifactStore) -> CompiledArtifact:
     """The registry's entry: the ONNX model (a checkpoint's ONNX export) compiled, stored with its
-    dispatches and I/O map beside it."""
-    source = (
-        "the ONNX export of the PyTorch checkpoint" if request.checkpoint is not None else "the ONNX model"
-    )
-
-    def build() -> CompiledArtifact:
-        with tempfile.TemporaryDirectory(prefix="farm-iree-") as tmp:
-            built = compile_iree(request.model_path, request.target, Path(tmp), request.input_shapes, source)
-            return store_built(built, store, SPEC.sidecar_suffixes)
-
+    dispatches and I/O map beside it, and kept by what decides it."""
     # iree/cpu is built for this host's CPU (`--iree-llvmcpu-target-cpu=host`): the CPU is part
     # of what decides the module, so a farm directory shared by two machines compiles for each
-    identity = json.dumps({**iree_versions(), "host_cpu": host_cpu_identity()}, sort_keys=True)
-    return compiled_once(
-        request,
-        store,
-        identity=identity,
-        artifact_name=SPEC.artifact_name,
-        sidecar_suffixes=SPEC.sidecar_suffixes,
-        build=build,
+    machine = {"host_cpu": host_cpu_identity()} if request.target.backend == "cpu" else {}
+    return compile_onnx_once(
+        request, store, compile_iree, json.dumps({**iree_versions(), **machine}, sort_keys=True)
     )
 
 

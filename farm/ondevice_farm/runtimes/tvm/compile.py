@@ -18,7 +18,6 @@ import importlib
 import io
 import json
 import re
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ondevice_farm.artifacts import ArtifactStore
-from ondevice_farm.compile.cached import compiled_once
+from ondevice_farm.compile.cached import compile_onnx_once
 from ondevice_farm.compile.io_names import Feature, IoNameMap
 from ondevice_farm.compile.precision import dominant, precision_of, source_op_precision, summarise
 from ondevice_farm.compile.report import (
@@ -36,7 +35,6 @@ from ondevice_farm.compile.report import (
     op_count_changes,
 )
 from ondevice_farm.compile.request import CompileRequest
-from ondevice_farm.compile.stored import store_built
 from ondevice_farm.compile.versions import package_versions
 from ondevice_farm.errors import CompileError, UsageError, install_hint
 from ondevice_farm.inputs import DEFAULT_DYNAMIC_DIM
@@ -310,23 +308,6 @@ def compile_tvm(
 
 def compile_target(request: CompileRequest, store: ArtifactStore) -> CompiledArtifact:
     """The registry's entry: the ONNX model (a checkpoint's ONNX export) compiled, stored with its
-    kernels and I/O map beside it."""
-    source = (
-        "the ONNX export of the PyTorch checkpoint" if request.checkpoint is not None else "the ONNX model"
-    )
-
-    def build() -> CompiledArtifact:
-        with tempfile.TemporaryDirectory(prefix="farm-tvm-") as tmp:
-            built = compile_tvm(request.model_path, request.target, Path(tmp), request.input_shapes, source)
-            return store_built(built, store, SPEC.sidecar_suffixes)
-
+    kernels and I/O map beside it, and kept by what decides it."""
     # the host build targets generic x86-64 LLVM (machines.py): the versions decide the output
-    identity = json.dumps(tvm_versions(), sort_keys=True)
-    return compiled_once(
-        request,
-        store,
-        identity=identity,
-        artifact_name=SPEC.artifact_name,
-        sidecar_suffixes=SPEC.sidecar_suffixes,
-        build=build,
-    )
+    return compile_onnx_once(request, store, compile_tvm, json.dumps(tvm_versions(), sort_keys=True))
